@@ -1,0 +1,37 @@
+# Fresh machine: `make run` (install + fetch models/clips + run the sample config)
+#                `make test` (install + run the test suite)
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+ORT    ?= cpu
+
+.PHONY: run test install fetch bench gpu-check clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[$(ORT),test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+fetch: $(STAMP)
+	$(PY) -m pipeline models fetch
+
+run: fetch
+	$(PY) -m pipeline run --config configs/cameras.yaml --output out --report out/report.json
+
+test: fetch
+	$(PY) -m pytest -q
+
+bench: fetch
+	$(PY) -m pipeline bench --config configs/bench.yaml --out bench
+
+gpu-check:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -e ".[gpu,test]"
+	$(PY) scripts/gpu_check.py
+
+clean:
+	rm -rf out .pytest_cache

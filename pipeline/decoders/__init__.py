@@ -1,0 +1,1 @@
+"""Model output layouts and NMS."""

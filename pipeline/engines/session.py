@@ -1,0 +1,96 @@
+"""Creating one ONNX Runtime session from a model config, and checking it fits the config.
+
+The CPU and GPU wheels of onnxruntime overwrite each other and `get_available_providers()`
+lists CUDA even where no GPU exists, so the providers reported are the ones the session
+really got (`session.get_providers()`).
+"""
+from __future__ import annotations
+
+import os
+
+import onnxruntime as ort
+
+from pipeline.config import ModelConfig
+
+ort.set_default_logger_severity(3)  # keep ORT's provider-loading noise off stderr
+
+_OPT_LEVELS = {
+    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+_PROVIDER_NAMES = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider",
+                   "tensorrt": "TensorrtExecutionProvider"}
+
+
+class ModelError(Exception):
+    """A model file that cannot be used as configured; the message names the model."""
+
+
+def provider_list(model: ModelConfig) -> list:
+    """ORT provider entries with their options, in the configured order, CPU always last."""
+    e = model.engine
+    entries: list = []
+    for p in e.providers:
+        if p == "cuda":
+            entries.append(("CUDAExecutionProvider", {
+                "device_id": str(e.device_id),
+                "enable_cuda_graph": "1" if e.cuda_graph else "0",
+                "do_copy_in_default_stream": "0",
+            }))
+        elif p == "tensorrt":
+            opts = {"device_id": str(e.device_id), "trt_fp16_enable": "1" if e.trt_fp16 else "0"}
+            if e.trt_cache_dir:
+                os.makedirs(e.trt_cache_dir, exist_ok=True)
+                opts.update(trt_engine_cache_enable="1", trt_engine_cache_path=e.trt_cache_dir)
+            entries.append(("TensorrtExecutionProvider", opts))
+    entries.append("CPUExecutionProvider")
+    return entries
+
+
+def create_session(model: ModelConfig, intra_op_threads: int, inter_op_threads: int = 1) -> ort.InferenceSession:
+    if not os.path.isfile(model.path):
+        raise ModelError(f"models.{model.name}: model file not found: {model.path}")
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = intra_op_threads
+    so.inter_op_num_threads = inter_op_threads
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = _OPT_LEVELS[model.engine.graph_optimization]
+    # One budget for the whole process: ORT must not spin extra threads while idle.
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    available = set(ort.get_available_providers())
+    providers = [p for p in provider_list(model) if (p if isinstance(p, str) else p[0]) in available]
+    try:
+        session = ort.InferenceSession(model.path, so, providers=providers)
+    except Exception as e:  # ORT raises several unrelated types for unreadable models
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelError(f"models.{model.name}: cannot load {model.path}: {first}") from None
+    check_io(model, session)
+    return session
+
+
+def check_io(model: ModelConfig, session: ort.InferenceSession) -> None:
+    """Fail early, naming the model, when its input does not match the configured size."""
+    inputs = session.get_inputs()
+    if len(inputs) != 1:
+        raise ModelError(f"models.{model.name}: expected one image input, model has {len(inputs)}")
+    shape = inputs[0].shape
+    if len(shape) != 4:
+        raise ModelError(f"models.{model.name}: expected an NCHW image input, model input "
+                         f"{inputs[0].name!r} has shape {shape}")
+    c, h, w = shape[1], shape[2], shape[3]
+    want_w, want_h = model.input_size
+    if isinstance(c, int) and c != 3:
+        raise ModelError(f"models.{model.name}: model input {inputs[0].name!r} has {c} channels, expected 3")
+    if (isinstance(h, int) and h != want_h) or (isinstance(w, int) and w != want_w):
+        raise ModelError(f"models.{model.name}: model input {inputs[0].name!r} is {w}x{h} (shape {shape}) "
+                         f"but input_size is {want_w}x{want_h}")
+    if inputs[0].type != "tensor(float)":
+        raise ModelError(f"models.{model.name}: model input type {inputs[0].type} is not supported "
+                         f"(float32 expected)")
+
+
+def requested_providers(model: ModelConfig) -> list[str]:
+    return [_PROVIDER_NAMES[p] for p in model.engine.providers]

@@ -1,0 +1,175 @@
+"""Builds the stage graph from a config, wires the queues, and runs it: start, drain, stop.
+
+    sources (1 thread per camera: decode + preprocess)
+      -> detect (per-camera lanes -> batcher -> engine -> decode/NMS, in order)
+      -> [classify] -> [annotate] -> sink (video + JSON lines)
+
+Usable as a library without the CLI (one shard of a multi-machine deployment runs
+`Pipeline(config.subset([...]))`): `start()`, `wait()`, `stop()`, `snapshot()`.
+Everything that can be checked is checked while building (models load, their input
+and output fit the config, a warm-up batch decodes), before any camera starts.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+import numpy as np
+
+from pipeline.config import Config, ConfigError, ModelConfig
+from pipeline.decoders.layouts import DetectionDecoder
+from pipeline.engines.engine import Engine
+from pipeline.engines.session import ModelError
+from pipeline.metrics.registry import Metrics, thread_count
+from pipeline.runtime.stage import RunControl, Stage
+from pipeline.runtime.threads import ThreadPlan, plan_threads
+from pipeline.sinks.stage import SinkStage
+from pipeline.sources.video import VideoSource
+from pipeline.stages.annotate import AnnotateStage, Labels
+from pipeline.stages.classify import ClassifyStage
+from pipeline.stages.detect import DetectStage
+from pipeline.stages.preprocess import Preprocessor
+
+log = logging.getLogger("pipeline.graph")
+
+_STAGE_THREADS = {"detect": 2, "classify": 2, "annotate": 1}
+
+
+class Pipeline:
+    def __init__(self, config: Config, output_dir: str | None = None, max_frames: int | None = None):
+        self.config = config
+        if output_dir:
+            config.outputs.dir = os.path.abspath(output_dir)
+        self.metrics = Metrics()
+        self.control = RunControl()
+        self.max_frames = max_frames
+        self.engines: dict[str, Engine] = {}
+        self.stages: list[Stage] = []
+        stage_threads = sum(_STAGE_THREADS[s.type] for s in config.graph)
+        self.plan: ThreadPlan = plan_threads(config, stage_threads, base_threads=thread_count())
+        try:
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- building -------------------------------------------------------------------------
+    def _engine(self, name: str) -> Engine:
+        if name not in self.engines:
+            model = self.config.models[name]
+            p = self.plan.engines[name]
+            engine = Engine(model, self.metrics.engines[name], p.intra_op_threads, p.workers)
+            self.engines[name] = engine
+            self._warm_up(model, engine)
+            log.info(engine.describe())
+        return self.engines[name]
+
+    @staticmethod
+    def _warm_up(model: ModelConfig, engine: Engine) -> None:
+        """One real batch through the model and its decoder: a wrong layout or output shape
+        fails here with the model's name, not on the first camera frame."""
+        w, h = model.input_size
+        sample = np.zeros((3, h, w), np.float32)
+        try:
+            chunks = engine.infer([sample])
+        except Exception as e:
+            raise ModelError(f"models.{model.name}: test inference failed: {str(e).splitlines()[0]}") from None
+        if model.layout == "classifier":
+            out = chunks[0][1][0]
+            if out.ndim < 2 or out.shape[0] < 1:
+                raise ModelError(f"models.{model.name}: classifier output shape {list(out.shape)} is not [batch, C]")
+            if model.labels and int(np.prod(out.shape[1:])) != len(model.labels):
+                raise ModelError(f"models.{model.name}: model has {int(np.prod(out.shape[1:]))} classes but "
+                                 f"labels lists {len(model.labels)}")
+            return
+        try:
+            decoder = DetectionDecoder(model)
+            for n, outputs in chunks:
+                decoder.decode(outputs, n)
+        except Exception as e:
+            shapes = [list(o.shape) for o in chunks[0][1]]
+            raise ModelError(f"models.{model.name}: output {shapes} does not fit layout {model.layout}: {e}") from None
+
+    def _build(self) -> None:
+        cfg = self.config
+        q = cfg.runtime.queue_size
+        detect_cfg = cfg.graph[0]
+        detect_model = cfg.models[detect_cfg.options["model"]]
+        secondary: list[str] = []
+        for sc in cfg.graph:
+            if sc.type == "classify":
+                secondary = cfg.models[sc.options["model"]].labels
+        labels = Labels(detect_model.labels, secondary)
+        for sc in cfg.graph:
+            if sc.type == "detect":
+                if self.stages:
+                    raise ConfigError([f"{sc.path}: only the first stage may be a detect stage"])
+                stage: Stage = DetectStage("detect", detect_model, self._engine(detect_model.name), self.metrics,
+                                           self.control, q)
+            elif sc.type == "classify":
+                model = cfg.models[sc.options["model"]]
+                stage = ClassifyStage(f"classify.{model.name}", model, self._engine(model.name), detect_model.labels,
+                                      sc.options, sc.path, self.metrics, self.control, q)
+            else:
+                stage = AnnotateStage("annotate", labels, self.metrics, self.control, q)
+            self.stages.append(stage)
+        cameras = [s.id for s in cfg.sources]
+        self.sink = SinkStage(cfg.outputs, cameras, labels, self.metrics, self.control, self.plan.sink_workers, q)
+        for a, b in zip(self.stages, self.stages[1:]):
+            a.emit = b.input.put
+        self.stages[-1].emit = self.sink.emit
+        detect: DetectStage = self.stages[0]  # type: ignore[assignment]
+        self.sources = []
+        for s in cfg.sources:
+            detect.add_camera(s.id, s.queue.size, s.queue.policy)
+            self.sources.append(VideoSource(s, Preprocessor(detect_model), detect.lanes.lane(s.id).put, self.metrics,
+                                            self.control, self.max_frames))
+
+    # -- running --------------------------------------------------------------------------
+    def start(self) -> None:
+        log.info(self.plan.describe())
+        self.sink.start()
+        for stage in reversed(self.stages):
+            stage.start()
+        for source in self.sources:
+            source.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once every camera's end of stream reached the sink (all files final)."""
+        return self.sink.done.wait(timeout)
+
+    def stop(self, abort: bool = False) -> None:
+        """Stop reading: the graph drains and finalises. `abort` also discards queued work
+        so files are finalised at once (still playable, possibly shorter)."""
+        self.control.stop.set()
+        if abort:
+            self.control.abort.set()
+            for stage in self.stages:
+                stage.input.close()
+                stage.close()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Join every thread and release engines; call after `wait()` or `stop()`."""
+        deadline = time.monotonic() + timeout
+        for source in getattr(self, "sources", []):
+            source.join(max(0.0, deadline - time.monotonic()))
+        if hasattr(self, "sink"):
+            if not self.sink.done.is_set():
+                self.sink.done.wait(max(0.0, deadline - time.monotonic()))
+            self.control.abort.set()
+            self.sink.join(max(0.0, deadline - time.monotonic()))
+        for stage in self.stages:
+            stage.join(max(0.0, deadline - time.monotonic()))
+            stage.close()
+        for engine in self.engines.values():
+            engine.close()
+        if hasattr(self, "sink"):
+            self.sink.close()
+
+    def snapshot(self) -> dict:
+        self.metrics.sample_process()
+        snap = self.metrics.snapshot()
+        snap["thread_plan"] = self.plan.total
+        return snap
+

@@ -1,0 +1,160 @@
+"""Counters and histograms of one run: per camera, per stage, per queue, per engine.
+
+Always on and cheap: a handful of integer updates and one histogram record per frame.
+`snapshot()` is the single source of the periodic log line, the final summary, the JSON
+report and the Prometheus endpoint, so they always agree.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from pipeline.metrics.histogram import Histogram
+
+
+@dataclass
+class CameraStats:
+    frames_in: int = 0
+    processed: int = 0
+    errors: int = 0
+    dropped: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    latency: Histogram = field(default_factory=Histogram)
+    state: str = "starting"
+    detail: str = ""
+    reconnects: int = 0
+    downtime_s: float = 0.0
+    first_out: float | None = None
+    last_out: float | None = None
+    counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+
+@dataclass
+class StageStats:
+    items: int = 0
+    busy_s: float = 0.0
+    errors: int = 0
+
+
+@dataclass
+class EngineStats:
+    batches: int = 0
+    items: int = 0
+    inflight: int = 0
+    max_inflight_seen: int = 0
+    batch_sizes: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    infer: Histogram = field(default_factory=Histogram)
+    provider: str = ""
+    calls_saved: int = 0
+
+
+def thread_count() -> int:
+    """Threads of this process as the kernel counts them (includes ORT's and FFmpeg's own)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Threads:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return threading.active_count()
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+        self.cameras: dict[str, CameraStats] = {}
+        self.stages: dict[str, StageStats] = defaultdict(StageStats)
+        self.engines: dict[str, EngineStats] = defaultdict(EngineStats)
+        self.queues: dict[str, object] = {}
+        self.max_threads = 0
+        self._cpu_mark = (time.monotonic(), os.times())
+        self.cpu_percent = 0.0
+
+    def camera(self, cam: str) -> CameraStats:
+        stats = self.cameras.get(cam)
+        if stats is None:
+            with self._lock:
+                stats = self.cameras.setdefault(cam, CameraStats())
+        return stats
+
+    def drop(self, cam: str, reason: str, n: int = 1) -> None:
+        with self._lock:
+            self.camera(cam).dropped[reason] += n
+
+    def error(self, cam: str) -> None:
+        with self._lock:
+            self.camera(cam).errors += 1
+
+    def frame_in(self, cam: str) -> None:
+        with self._lock:
+            self.camera(cam).frames_in += 1
+
+    def frame_out(self, cam: str, latency_s: float) -> None:
+        stats = self.camera(cam)
+        now = time.monotonic()
+        with self._lock:
+            stats.processed += 1
+            if stats.first_out is None:
+                stats.first_out = now
+            stats.last_out = now
+        stats.latency.record(latency_s)
+
+    def stage_busy(self, stage: str, seconds: float, items: int = 1) -> None:
+        with self._lock:
+            s = self.stages[stage]
+            s.items += items
+            s.busy_s += seconds
+
+    def sample_process(self) -> None:
+        """Update CPU% since the last sample and the peak thread count."""
+        now, times = time.monotonic(), os.times()
+        last_t, last_times = self._cpu_mark
+        elapsed = now - last_t
+        if elapsed > 0.05:
+            used = (times.user - last_times.user) + (times.system - last_times.system)
+            self.cpu_percent = 100.0 * used / elapsed
+            self._cpu_mark = (now, times)
+        self.max_threads = max(self.max_threads, thread_count())
+
+    def snapshot(self) -> dict:
+        """Everything measured so far as plain data (the JSON report's shape)."""
+        now = time.monotonic()
+        elapsed = now - self.started
+        cams = {}
+        for cam, s in self.cameras.items():
+            span = (s.last_out - s.first_out) if s.first_out is not None and s.last_out is not None else 0.0
+            fps = (s.processed - 1) / span if span > 0 and s.processed > 1 else 0.0
+            cams[cam] = {"state": s.state, "detail": s.detail, "frames_in": s.frames_in, "processed": s.processed,
+                         "dropped": dict(s.dropped), "errors": s.errors, "fps": round(fps, 2),
+                         "reconnects": s.reconnects, "downtime_s": round(s.downtime_s, 2),
+                         "latency": s.latency.summary_ms(), "counts": dict(s.counts)}
+        total = Histogram()
+        for s in self.cameras.values():
+            total.merge(s.latency)
+        processed = sum(s.processed for s in self.cameras.values())
+        return {
+            "elapsed_s": round(elapsed, 3),
+            "throughput_fps": round(processed / elapsed, 2) if elapsed > 0 else 0.0,
+            "processed": processed,
+            "latency": total.summary_ms(),
+            "cpu_percent": round(self.cpu_percent, 1),
+            "threads": thread_count(),
+            "max_threads": self.max_threads,
+            "cameras": cams,
+            "stages": {k: {"items": v.items, "busy_s": round(v.busy_s, 3),
+                           "busy_fraction": round(v.busy_s / elapsed, 3) if elapsed > 0 else 0.0,
+                           "items_per_s": round(v.items / elapsed, 2) if elapsed > 0 else 0.0}
+                       for k, v in self.stages.items()},
+            "engines": {k: {"provider": v.provider, "batches": v.batches, "items": v.items,
+                            "mean_batch": round(v.items / v.batches, 2) if v.batches else 0.0,
+                            "batch_sizes": {str(b): c for b, c in sorted(v.batch_sizes.items())},
+                            "max_inflight_seen": v.max_inflight_seen, "infer": v.infer.summary_ms(),
+                            "calls_saved": v.calls_saved}
+                        for k, v in self.engines.items()},
+            "queues": {name: {"depth": len(q), "high_water": getattr(q, "high_water", 0),  # type: ignore[arg-type]
+                              "dropped": getattr(q, "dropped", 0)} for name, q in self.queues.items()},
+        }

@@ -1,0 +1,45 @@
+"""Human-readable views of a metrics snapshot: the progress line and the final summary."""
+from __future__ import annotations
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}"
+
+
+def progress_line(snap: dict) -> str:
+    parts = []
+    for cam, c in snap["cameras"].items():
+        state = "" if c["state"] == "streaming" else f" {c['state']}"
+        drops = sum(c["dropped"].values())
+        parts.append(f"{cam}: {c['processed']}f {c['fps']:.1f}fps{state}" + (f" {drops}drop" if drops else ""))
+    return (f"[{snap['elapsed_s']:6.1f}s] {snap['throughput_fps']:.1f} fps total, p99 {_ms(snap['latency']['p99_ms'])} ms"
+            f", cpu {snap['cpu_percent']:.0f}% | " + " | ".join(parts))
+
+
+def summary_table(snap: dict) -> str:
+    header = f"{'camera':<14}{'state':<13}{'in':>7}{'done':>7}{'dropped':>9}{'errors':>7}{'fps':>8}{'p50 ms':>8}" \
+             f"{'p99 ms':>8}  notes"
+    lines = [header, "-" * len(header)]
+    for cam, c in snap["cameras"].items():
+        dropped = sum(c["dropped"].values())
+        notes = []
+        if c["dropped"]:
+            notes.append("drops: " + ", ".join(f"{k} {v}" for k, v in sorted(c["dropped"].items())))
+        if c["reconnects"]:
+            notes.append(f"{c['reconnects']} reconnect(s), down {c['downtime_s']:.1f}s")
+        if c["detail"]:
+            notes.append(c["detail"])
+        for k, v in sorted(c["counts"].items()):
+            notes.append(f"{k}={v}")
+        lines.append(f"{cam:<14}{c['state']:<13}{c['frames_in']:>7}{c['processed']:>7}{dropped:>9}{c['errors']:>7}"
+                     f"{c['fps']:>8.1f}{_ms(c['latency']['p50_ms']):>8}{_ms(c['latency']['p99_ms']):>8}  "
+                     + "; ".join(notes))
+    lat = snap["latency"]
+    lines.append(f"total: {snap['processed']} frames in {snap['elapsed_s']:.1f}s = {snap['throughput_fps']:.1f} fps; "
+                 f"latency p50 {_ms(lat['p50_ms'])} ms, p99 {_ms(lat['p99_ms'])} ms; peak threads "
+                 f"{snap['max_threads']} (plan {snap.get('thread_plan', '-')})")
+    for name, e in snap["engines"].items():
+        saved = f", {e['calls_saved']} classifications saved" if e["calls_saved"] else ""
+        lines.append(f"engine {name}: {e['provider']}, {e['batches']} batches, mean batch {e['mean_batch']}, "
+                     f"inference p50 {_ms(e['infer']['p50_ms'])} ms{saved}")
+    return "\n".join(lines)

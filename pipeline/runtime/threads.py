@@ -1,0 +1,90 @@
+"""One thread budget for the whole process, planned from the core count and the config.
+
+The seed's pitfall was a worker with over a hundred threads: default-sized pools of
+every library stacked on each other. Here every pool is sized explicitly and the plan
+is printed at start-up; tests compare the live thread count against `total`.
+
+On CPU the inference engines get `workers` single-threaded concurrent runs (one per
+core): measured here, that beats intra-op parallelism inside one run, which pays a
+synchronisation cost per operator. On a GPU one worker per session keeps its CUDA
+stream busy. OpenCV's own pool is switched off: our parallelism is across cameras.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import cv2
+
+from pipeline.config import Config, ModelConfig
+
+
+def visible_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@dataclass
+class EnginePlan:
+    intra_op_threads: int
+    workers: int
+    mode: str
+
+    def threads(self) -> int:
+        """Threads this session adds: dispatcher workers plus ORT's intra-op pool (the
+        calling thread is one of the intra-op threads, so the pool has intra - 1)."""
+        return self.workers + (self.intra_op_threads - 1) * (self.workers if self.mode == "thread" else 1)
+
+
+@dataclass
+class ThreadPlan:
+    cores: int
+    cameras: int
+    decode_threads: int
+    engines: dict[str, EnginePlan] = field(default_factory=dict)
+    stage_threads: int = 0
+    sink_workers: int = 1
+    encoder_threads: int = 0
+    base_threads: int = 1
+
+    @property
+    def total(self) -> int:
+        return (self.base_threads + self.cameras + self.decode_threads + self.stage_threads + self.sink_workers
+                + self.encoder_threads + sum(e.threads() for e in self.engines.values()))
+
+    def describe(self) -> str:
+        eng = ", ".join(f"{n}: {e.mode} x{e.workers} intra_op={e.intra_op_threads}" for n, e in self.engines.items())
+        return (f"thread plan for {self.cores} core(s): {self.cameras} camera thread(s), {self.decode_threads} extra "
+                f"decode, {self.stage_threads} stage, {self.sink_workers} sink, {self.encoder_threads} encoder; "
+                f"engines [{eng}]; {self.base_threads} already running; total <= {self.total}")
+
+
+def is_gpu(model: ModelConfig) -> bool:
+    return any(p in ("cuda", "tensorrt") for p in model.engine.providers)
+
+
+def plan_threads(config: Config, stage_threads: int, base_threads: int) -> ThreadPlan:
+    cores = config.runtime.threads or visible_cores()
+    cv2.setNumThreads(1)
+    cameras = len(config.sources)
+    decode = sum(max(0, s.thread_count - 1) if s.thread_count != 0 else cores for s in config.sources)
+    plan = ThreadPlan(cores=cores, cameras=cameras, decode_threads=decode, stage_threads=stage_threads,
+                      sink_workers=max(1, min(cameras, cores // 2)), base_threads=base_threads,
+                      encoder_threads=cameras if config.outputs.video.enabled else 0)
+    used = {s.options["model"] for s in config.graph if "model" in s.options}
+    for name in sorted(used):
+        m = config.models[name]
+        e = m.engine
+        mode = "thread" if e.mode == "auto" else e.mode
+        gpu = is_gpu(m)
+        if mode == "async":
+            intra = e.intra_op_threads or max(2, cores)
+            workers = 0
+        else:
+            intra = e.intra_op_threads or 1
+            workers = e.workers or (1 if gpu else max(1, cores // intra))
+        plan.engines[name] = EnginePlan(intra_op_threads=max(2, intra) if mode == "async" else intra,
+                                        workers=workers, mode=mode)
+    return plan

@@ -1,0 +1,255 @@
+"""The secondary classifier: crops of selected detections, batched across frames and cameras.
+
+A frame with nothing to classify passes straight through; a frame with crops waits only
+for its own crops (its pending count drops to zero in the completion thread). Crops of
+many frames and cameras share batches (`max_batch` / `max_wait_ms` of the classifier
+model), the classifier engine runs them asynchronously, and frames leave in per-camera
+order. With a tracker upstream, `per_track` classifies a track when it appears and again
+only every `reclassify_interval` frames or when its box grows by `regrow` (area ratio);
+labels are smoothed per track by accumulated score.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+
+from pipeline.config import ConfigError, ModelConfig
+from pipeline.decoders.layouts import classify
+from pipeline.engines.engine import Chunks, Engine
+from pipeline.frames import EndOfStream, Frame, Item
+from pipeline.metrics.registry import Metrics
+from pipeline.runtime.queues import BoundedQueue, QueueClosed
+from pipeline.runtime.stage import RunControl, Stage, contain
+from pipeline.stages.preprocess import Preprocessor
+from pipeline.stages.reorder import Reorderer
+
+
+@dataclass
+class _Pending:
+    frame: Frame
+    remaining: int
+
+
+@dataclass
+class _TrackLabel:
+    """Score-weighted vote of one track's classifications."""
+
+    votes: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+    last_seq: int = -10**9
+    last_area: float = 0.0
+
+    def best(self) -> tuple[int, float]:
+        cls = max(self.votes, key=self.votes.__getitem__)
+        return cls, self.votes[cls] / sum(self.votes.values())
+
+
+class ClassifyStage(Stage):
+    def __init__(self, name: str, model: ModelConfig, engine: Engine, detector_labels: list[str], options: dict,
+                 path: str, metrics: Metrics, control: RunControl, queue_size: int):
+        super().__init__(name, metrics, control, queue_size)
+        self.model = model
+        self.engine = engine
+        known = {"model", "classes", "min_size", "margin", "per_track", "reclassify_interval", "regrow"}
+        problems = [f"{path}.{k}: unknown option (known: {', '.join(sorted(known))})" for k in options if k not in known]
+        classes = options.get("classes")
+        self.class_ids: np.ndarray | None = None
+        if classes is not None:
+            missing = [c for c in classes if c not in detector_labels]
+            problems += [f"{path}.classes: unknown detector class {c!r}" for c in missing]
+            self.class_ids = np.array([detector_labels.index(c) for c in classes if c in detector_labels], np.int64)
+        self.min_size = float(options.get("min_size", 24))
+        self.margin = float(options.get("margin", 0.0))
+        self.per_track = bool(options.get("per_track", False))
+        self.reclassify_interval = int(options.get("reclassify_interval", 30))
+        self.regrow = float(options.get("regrow", 2.0))
+        if problems:
+            raise ConfigError(problems)
+        self.preprocess = Preprocessor(model)
+        self.completions: BoundedQueue = BoundedQueue(f"{name}.done", 2 * engine.max_inflight + 2, "block")
+        self._crops: list[np.ndarray] = []
+        self._refs: list[tuple[_Pending, int, int | None]] = []  # (frame, row, track id)
+        self._first_crop_at = 0.0
+        self._tracks: dict[str, dict[int, _TrackLabel]] = defaultdict(dict)
+        self._lock = threading.Lock()
+        self._reorder = Reorderer()
+
+    def start(self) -> None:
+        for target, suffix in ((self._input_loop, "input"), (self._completion_loop, "completion")):
+            t = threading.Thread(target=target, name=f"{self.name}-{suffix}", daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    # -- input side ---------------------------------------------------------------------
+    def _input_loop(self) -> None:
+        wait_s = self.model.batching.max_wait_ms / 1000.0
+        try:
+            while not self.control.abort.is_set():
+                timeout = 0.2
+                if self._crops:
+                    timeout = max(0.0, self._first_crop_at + wait_s - time.perf_counter())
+                item = self.input.get(timeout=timeout)
+                if item is None:
+                    if self._crops:
+                        self._flush()
+                    continue
+                if isinstance(item, EndOfStream):
+                    self._flush()
+                    self._tracks.pop(item.camera, None)
+                    self.completions.put(("ready", item, None))
+                    continue
+                self._take(item)
+                if len(self._crops) >= self.model.batching.max_batch:
+                    self._flush()
+        except QueueClosed:
+            return
+
+    def _selected(self, frame: Frame) -> np.ndarray:
+        det = frame.detections
+        if det is None or len(det) == 0:
+            return np.zeros((0,), np.int64)
+        wh = det.xyxy[:, 2:] - det.xyxy[:, :2]
+        keep = np.minimum(wh[:, 0], wh[:, 1]) >= self.min_size
+        if self.class_ids is not None:
+            keep &= np.isin(det.class_id, self.class_ids)
+        return np.nonzero(keep)[0]
+
+    def _take(self, frame: Frame) -> None:
+        t0 = time.perf_counter()
+        frame.stamps[self.name] = t0
+        try:
+            rows = self._selected(frame)
+            det = frame.detections
+            if len(rows):
+                assert det is not None
+                det.ensure_sub_labels()
+                rows = self._rows_to_classify(frame, rows)
+            pending = _Pending(frame, len(rows))
+            if not len(rows):
+                self.completions.put(("ready", frame, None))
+            for r in rows:
+                assert det is not None
+                crop = self._crop(frame.image, det.xyxy[r])
+                tensor, _ = self.preprocess(crop)
+                if not self._crops:
+                    self._first_crop_at = time.perf_counter()
+                self._crops.append(tensor)
+                tid = int(det.track_id[r]) if det.track_id is not None else None
+                self._refs.append((pending, int(r), tid))
+                if len(self._crops) >= self.model.batching.max_batch:
+                    self._flush()
+        except Exception as e:
+            contain(self.metrics, self.name, frame, e)
+            self.completions.put(("ready", frame, None))
+        self.metrics.stage_busy(self.name, time.perf_counter() - t0)
+
+    def _rows_to_classify(self, frame: Frame, rows: np.ndarray) -> np.ndarray:
+        """With per-track classification, only new tracks, stale labels and grown boxes;
+        the others get their track's smoothed label right away."""
+        det = frame.detections
+        if not self.per_track or det is None or det.track_id is None:
+            return rows
+        tracks = self._tracks[frame.camera]
+        chosen = []
+        for r in rows:
+            tid = int(det.track_id[r])
+            x1, y1, x2, y2 = det.xyxy[r]
+            area = float((x2 - x1) * (y2 - y1))
+            state = tracks.get(tid)
+            with self._lock:
+                due = (tid < 0 or state is None or not state.votes
+                       or frame.seq - state.last_seq >= self.reclassify_interval
+                       or area > self.regrow * max(state.last_area, 1.0))
+                if due:
+                    chosen.append(r)
+                    if tid >= 0:
+                        state = tracks.setdefault(tid, _TrackLabel())
+                        state.last_seq, state.last_area = frame.seq, area
+                else:
+                    assert state is not None and det.sub_class_id is not None and det.sub_score is not None
+                    det.sub_class_id[r], det.sub_score[r] = state.best()
+                    self.metrics.engines[self.model.name].calls_saved += 1
+        return np.asarray(chosen, np.int64)
+
+    def _crop(self, image: np.ndarray, box: np.ndarray) -> np.ndarray:
+        x1, y1, x2, y2 = box
+        if self.margin:
+            mx, my = (x2 - x1) * self.margin, (y2 - y1) * self.margin
+            x1, y1, x2, y2 = x1 - mx, y1 - my, x2 + mx, y2 + my
+        h, w = image.shape[:2]
+        xa, ya = int(max(0, np.floor(x1))), int(max(0, np.floor(y1)))
+        xb, yb = int(min(w, np.ceil(x2))), int(min(h, np.ceil(y2)))
+        if xb <= xa or yb <= ya:
+            raise ValueError(f"empty crop for box {box.tolist()}")
+        return image[ya:yb, xa:xb]
+
+    def _flush(self) -> None:
+        if not self._crops:
+            return
+        crops, refs = self._crops, self._refs
+        self._crops, self._refs = [], []
+        try:
+            self.engine.submit(crops, self._on_done, refs)
+        except Exception as e:
+            self.completions.put(("crops", refs, e))
+
+    def _on_done(self, chunks: Chunks | None, err: BaseException | None, refs: object) -> None:
+        try:
+            self.completions.put(("crops", refs, err if err is not None else chunks))
+        except QueueClosed:
+            pass
+
+    # -- completion side ----------------------------------------------------------------
+    def _completion_loop(self) -> None:
+        try:
+            while not self.control.abort.is_set():
+                msg = self.completions.get(timeout=0.2)
+                if msg is None:
+                    continue
+                kind, payload, result = msg
+                ready = [payload] if kind == "ready" else self._attach(payload, result)
+                for item in ready:
+                    if isinstance(item, Frame):
+                        item.stamp(f"{self.name}.done")
+                    for out in self._reorder.push(item):
+                        self.emit(out)
+        except QueueClosed:
+            return
+
+    def _attach(self, refs: list[tuple[_Pending, int, int | None]], result: Chunks | BaseException) -> list[Frame]:
+        t0 = time.perf_counter()
+        if isinstance(result, BaseException):
+            for pending, _, _ in {id(p): (p, 0, None) for p, _, _ in refs}.values():
+                contain(self.metrics, self.name, pending.frame, result)
+            ids = np.full((len(refs),), -1, np.int64)
+            scores = np.zeros((len(refs),), np.float32)
+        else:
+            parts = [classify(outputs[0][:n], self.model.softmax) for n, outputs in result]
+            ids = np.concatenate([p[0] for p in parts])
+            scores = np.concatenate([p[1] for p in parts])
+        ready = []
+        for (pending, row, tid), cls, score in zip(refs, ids, scores):
+            det = pending.frame.detections
+            assert det is not None and det.sub_class_id is not None and det.sub_score is not None
+            if cls >= 0 and tid is not None and tid >= 0 and self.per_track:
+                with self._lock:
+                    state = self._tracks[pending.frame.camera].setdefault(tid, _TrackLabel())
+                    state.votes[int(cls)] += float(score)
+                    cls, score = state.best()
+            det.sub_class_id[row], det.sub_score[row] = cls, score
+            pending.remaining -= 1
+            if pending.remaining == 0:
+                ready.append(pending.frame)
+        self.metrics.stage_busy(f"{self.name}.attach", time.perf_counter() - t0, len(refs))
+        return ready
+
+    def process(self, frame: Frame) -> Iterable[Item]:  # frames are taken by `_input_loop`
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.completions.close()
+        self.engine.close()

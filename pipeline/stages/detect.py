@@ -1,0 +1,143 @@
+"""The detector stage: dynamic batching across cameras, asynchronous inference, decode + NMS.
+
+Two threads and no waiting on inference:
+- the batcher collects preprocessed frames round-robin from the per-camera lanes into
+  batches (`max_batch` or `max_wait_ms`, whichever comes first), stamps each frame's
+  gap-free `order`, and submits the batch to the engine (blocking only when
+  `max_inflight` batches are out: that is the backpressure to the cameras);
+- the completion thread decodes each finished batch (layout decode, score filter,
+  class-aware NMS, boxes back to frame pixels) and releases frames per camera in order.
+Preprocessing itself runs in each camera's source thread (see `sources.video`).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Iterable
+
+from pipeline.config import ModelConfig
+from pipeline.decoders.layouts import DetectionDecoder
+from pipeline.engines.engine import Chunks, Engine
+from pipeline.frames import Detections, EndOfStream, Frame, Item
+from pipeline.metrics.registry import Metrics
+from pipeline.runtime.queues import BoundedQueue, LaneQueue, QueueClosed
+from pipeline.runtime.stage import RunControl, Stage, contain
+from pipeline.stages.reorder import Reorderer
+
+
+class DetectStage(Stage):
+    def __init__(self, name: str, model: ModelConfig, engine: Engine, metrics: Metrics, control: RunControl,
+                 queue_size: int):
+        super().__init__(name, metrics, control, queue_size)
+        self.model = model
+        self.engine = engine
+        self.decoder = DetectionDecoder(model)
+        self.lanes = LaneQueue(f"{name}.lanes", on_drop=self._dropped)
+        metrics.queues[f"{name}.lanes"] = self.lanes
+        del metrics.queues[name]
+        self.completions: BoundedQueue = BoundedQueue(f"{name}.done", 2 * engine.max_inflight + 2, "block")
+        self._orders: dict[str, int] = {}
+        self._reorder = Reorderer()
+
+    def add_camera(self, camera: str, size: int, policy: str) -> None:
+        self.lanes.add_lane(camera, size, policy)
+
+    def _dropped(self, item: object, reason: str) -> None:
+        if isinstance(item, Frame):
+            self.metrics.drop(item.camera, reason)
+
+    def start(self) -> None:
+        for target, suffix in ((self._batch_loop, "batcher"), (self._completion_loop, "completion")):
+            t = threading.Thread(target=target, name=f"{self.name}-{suffix}", daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def _next_order(self, camera: str) -> int:
+        n = self._orders.get(camera, 0)
+        self._orders[camera] = n + 1
+        return n
+
+    def _batch_loop(self) -> None:
+        b = self.model.batching
+        try:
+            while not self.control.abort.is_set():
+                items = self.lanes.collect(b.max_batch, b.max_wait_ms / 1000.0)
+                frames: list[Frame] = []
+                for item in items:
+                    item.order = self._next_order(item.camera)
+                    if isinstance(item, Frame):
+                        item.stamp(f"{self.name}.batched")
+                        frames.append(item)
+                self._submit(frames)
+                for item in items:
+                    if isinstance(item, EndOfStream):
+                        self.completions.put(("eos", item, None))
+        except QueueClosed:
+            return
+
+    def _submit(self, frames: list[Frame]) -> None:
+        if not frames:
+            return
+        try:
+            self.engine.submit([f.tensor for f in frames], self._on_done, frames)  # type: ignore[misc]
+        except Exception as e:
+            self.completions.put(("batch", frames, e))
+
+    def _on_done(self, chunks: Chunks | None, err: BaseException | None, frames: object) -> None:
+        # Runs on an engine/ORT thread: hand over only.
+        try:
+            self.completions.put(("batch", frames, err if err is not None else chunks))
+        except QueueClosed:
+            pass
+
+    def _completion_loop(self) -> None:
+        try:
+            while not self.control.abort.is_set():
+                msg = self.completions.get(timeout=0.2)
+                if msg is None:
+                    continue
+                kind, payload, result = msg
+                ready: list[Item] = [payload] if kind == "eos" else self._finish(payload, result)
+                for item in ready:
+                    for out in self._reorder.push(item):
+                        self.emit(out)
+        except QueueClosed:
+            return
+
+    def _finish(self, frames: list[Frame], result: Chunks | BaseException) -> list[Frame]:
+        t0 = time.perf_counter()
+        if isinstance(result, BaseException):
+            for f in frames:
+                contain(self.metrics, self.name, f, result)
+                f.detections = Detections.empty()
+        else:
+            i = 0
+            for n, outputs in result:
+                try:
+                    decoded = self.decoder.decode(outputs, n)
+                except Exception as e:
+                    decoded = [e] * n  # type: ignore[list-item]
+                for det in decoded:
+                    f = frames[i]
+                    i += 1
+                    if isinstance(det, Exception):
+                        contain(self.metrics, self.name, f, det)
+                        f.detections = Detections.empty()
+                        continue
+                    assert f.letterbox is not None
+                    det.xyxy = f.letterbox.to_frame(det.xyxy)
+                    f.detections = det
+        for f in frames:
+            f.tensor = None  # the model input is no longer needed; free it early
+            f.stamp(self.name)
+        self.metrics.stage_busy(self.name, time.perf_counter() - t0, len(frames))
+        return frames
+
+    def process(self, frame: Frame) -> Iterable[Item]:  # frames arrive through the lanes
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.lanes.close()
+        self.completions.close()
+        self.engine.close()
+

@@ -1,0 +1,124 @@
+"""Shared fixtures: the real models and clips, short clips cut from them, config files."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+
+
+def _find(kind: str, name: str) -> Path:
+    for base in (ROOT / kind, SHARED / kind):
+        if (base / name).is_file():
+            return base / name
+    pytest.skip(f"{kind}/{name} is not available: run `pipeline models fetch` (make fetch) first")
+
+
+@pytest.fixture(scope="session")
+def model_path():
+    return lambda name: str(_find("models", name))
+
+
+@pytest.fixture(scope="session")
+def sample_path():
+    return lambda name: str(_find("samples", name))
+
+
+@pytest.fixture(scope="session")
+def coco_labels() -> list[str]:
+    return [l.strip() for l in (ROOT / "models" / "coco_classes.txt").read_text().splitlines() if l.strip()]
+
+
+def cut_clip(src: str, dst: str, frames: int) -> str:
+    """Re-encode the first `frames` frames of a clip (keeps the size, frame rate and timing)."""
+    with av.open(src) as inp, av.open(dst, "w") as out:
+        s_in = inp.streams.video[0]
+        s_out = out.add_stream("libx264", rate=s_in.average_rate or Fraction(25))
+        s_out.width, s_out.height, s_out.pix_fmt = s_in.width, s_in.height, "yuv420p"
+        s_out.options = {"preset": "ultrafast", "crf": "18"}
+        for i, frame in enumerate(inp.decode(s_in)):
+            if i >= frames:
+                break
+            frame.pts = i
+            frame.time_base = Fraction(1) / (s_in.average_rate or Fraction(25))
+            for p in s_out.encode(frame.reformat(format="yuv420p")):
+                out.mux(p)
+        for p in s_out.encode(None):
+            out.mux(p)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def short_clips(tmp_path_factory, sample_path) -> dict[str, str]:
+    """40-frame versions of the sample clips, made once per test session."""
+    d = tmp_path_factory.mktemp("clips")
+    return {name: cut_clip(sample_path(f"{name}.mp4"), str(d / f"{name}.mp4"), 40) for name in ("vtest", "bikes")}
+
+
+def detector_model(model_path, layout: str = "yolox", **extra) -> dict:
+    file = {"yolox": "yolox_nano.onnx", "yolov8": "yolox_nano_v8layout.onnx"}[layout]
+    m = {"path": model_path(file), "layout": layout, "input_size": 416, "color": "bgr", "letterbox": "top_left",
+         "labels": str(ROOT / "models" / "coco_classes.txt"), "score_threshold": 0.3, "nms_iou": 0.45,
+         "batching": {"max_batch": 4, "max_wait_ms": 10}, "engine": {"max_inflight": 2}}
+    m.update(extra)
+    return m
+
+
+def classifier_model(model_path, **extra) -> dict:
+    m = {"path": model_path("efficientnet_lite0.onnx"), "layout": "classifier", "input_size": 224, "color": "rgb",
+         "mean": 127, "std": 128, "letterbox": "stretch", "labels": str(ROOT / "models" / "imagenet_labels.json"),
+         "batching": {"max_batch": 8, "max_wait_ms": 5}, "engine": {"max_inflight": 2}}
+    m.update(extra)
+    return m
+
+
+@pytest.fixture
+def write_config(tmp_path):
+    """Write a config dict as YAML in a fresh folder and return its path."""
+
+    def write(data: dict, name: str = "config.yaml") -> str:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return str(path)
+
+    return write
+
+
+@pytest.fixture(scope="session")
+def pipeline_cmd() -> list[str]:
+    return [sys.executable, "-m", "pipeline"]
+
+
+def read_jsonl(path: str) -> list[dict]:
+    import json
+
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def video_frames(path: str) -> list[np.ndarray]:
+    with av.open(path) as c:
+        return [f.to_ndarray(format="bgr24") for f in c.decode(video=0)]
+
+
+def frame_count(path: str) -> int:
+    with av.open(path) as c:
+        return sum(1 for _ in c.decode(video=0))
+
+
+def copy_to(tmp: Path, src: str, name: str) -> str:
+    dst = tmp / name
+    shutil.copyfile(src, dst)
+    return str(dst)
+
+
+os.environ.setdefault("PYTHONPATH", str(ROOT))

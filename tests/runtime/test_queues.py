@@ -1,0 +1,112 @@
+"""Queue policies, drop accounting, fair fan-in and batch formation."""
+import threading
+import time
+
+import pytest
+
+from pipeline.frames import EndOfStream, Frame
+from pipeline.runtime.queues import BoundedQueue, LaneQueue, QueueClosed
+
+
+def frame(cam: str, seq: int) -> Frame:
+    return Frame(camera=cam, seq=seq, pts=seq, time_base=None, image=None, t_capture=0.0)  # type: ignore[arg-type]
+
+
+def test_drop_oldest_never_blocks_and_counts_drops():
+    dropped = []
+    q = BoundedQueue("q", 3, "drop_oldest", on_drop=lambda item, why: dropped.append((item.seq, why)))
+    for i in range(10):
+        q.put(frame("a", i))
+    assert [q.get(0).seq for _ in range(3)] == [7, 8, 9]
+    assert q.dropped == 7 and dropped[0] == (0, "queue_full")
+
+
+def test_drop_oldest_keeps_end_of_stream_markers():
+    q = BoundedQueue("q", 2, "drop_oldest")
+    q.put(frame("a", 0))
+    q.put(EndOfStream("a"))
+    q.put(frame("a", 1))
+    items = [q.get(0), q.get(0)]
+    assert isinstance(items[0], EndOfStream) and items[1].seq == 1
+
+
+def test_block_policy_waits_for_room_and_loses_nothing():
+    q = BoundedQueue("q", 2, "block")
+    got = []
+
+    def consume():
+        for _ in range(20):
+            got.append(q.get(5).seq)
+            time.sleep(0.001)
+
+    t = threading.Thread(target=consume)
+    t.start()
+    for i in range(20):
+        q.put(frame("a", i))
+    t.join(10)
+    assert got == list(range(20)) and q.dropped == 0 and q.high_water <= 2
+
+
+def test_close_wakes_blocked_producers_and_consumers():
+    q = BoundedQueue("q", 1, "block")
+    q.put(frame("a", 0))
+    errors = []
+
+    def produce():
+        try:
+            q.put(frame("a", 1))
+        except QueueClosed:
+            errors.append("closed")
+
+    t = threading.Thread(target=produce)
+    t.start()
+    time.sleep(0.05)
+    q.close()
+    t.join(2)
+    assert errors == ["closed"]
+    with pytest.raises(QueueClosed):
+        q.get(0.1)
+
+
+def test_lanes_are_read_round_robin():
+    lanes = LaneQueue("l")
+    for cam in ("a", "b", "c"):
+        lanes.add_lane(cam, 10, "block")
+    for i in range(6):
+        lanes.put("a", frame("a", i))
+    lanes.put("b", frame("b", 0))
+    lanes.put("c", frame("c", 0))
+    batch = lanes.collect(4, 0.0)
+    assert sorted(f.camera for f in batch) == ["a", "a", "b", "c"]
+
+
+def test_collect_waits_at_most_max_wait_for_a_full_batch():
+    lanes = LaneQueue("l")
+    lanes.add_lane("a", 10, "block")
+    lanes.put("a", frame("a", 0))
+    t0 = time.monotonic()
+    batch = lanes.collect(4, 0.05)
+    assert len(batch) == 1 and time.monotonic() - t0 >= 0.045
+
+
+def test_collect_returns_as_soon_as_the_batch_is_full():
+    lanes = LaneQueue("l")
+    lanes.add_lane("a", 10, "block")
+    for i in range(4):
+        lanes.put("a", frame("a", i))
+    assert [f.seq for f in lanes.collect(4, 60.0)] == [0, 1, 2, 3]
+
+
+def test_end_of_stream_flushes_the_partial_batch():
+    lanes = LaneQueue("l")
+    lanes.add_lane("a", 10, "block")
+    lanes.put("a", frame("a", 0))
+    lanes.put("a", EndOfStream("a"))
+    batch = lanes.collect(8, 60.0)
+    assert len(batch) == 2 and isinstance(batch[-1], EndOfStream)
+
+
+def test_collect_returns_empty_when_idle():
+    lanes = LaneQueue("l")
+    lanes.add_lane("a", 10, "block")
+    assert lanes.collect(4, 0.01, poll_s=0.01) == []

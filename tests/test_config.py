@@ -1,0 +1,124 @@
+"""Config validation: every problem reported with its YAML path, before anything starts."""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from conftest import ROOT, detector_model
+from pipeline.config import ConfigError, load_config
+
+
+def base(model_path, sample_path) -> dict:
+    return {"sources": [{"id": "a", "uri": sample_path("bikes.mp4")}],
+            "models": {"det": detector_model(model_path)},
+            "graph": [{"detect": {"model": "det"}}, "annotate"]}
+
+
+def test_valid_config_loads_with_typed_defaults(write_config, model_path, sample_path):
+    cfg = load_config(write_config(base(model_path, sample_path)))
+    assert cfg.sources[0].live is False and cfg.sources[0].queue.policy == "block"
+    assert cfg.models["det"].input_size == (416, 416)
+    assert cfg.models["det"].labels[0] == "person"
+    assert [s.type for s in cfg.graph] == ["detect", "annotate"]
+
+
+def test_rtsp_sources_default_to_live_and_drop_oldest(write_config, model_path, sample_path):
+    data = base(model_path, sample_path)
+    data["sources"].append({"id": "cam", "uri": "rtsp://127.0.0.1:8554/x"})
+    cfg = load_config(write_config(data))
+    assert cfg.sources[1].live and cfg.sources[1].queue.policy == "drop_oldest"
+
+
+def test_relative_paths_resolve_against_the_config_folder(tmp_path, model_path, sample_path, write_config):
+    import shutil
+
+    shutil.copyfile(sample_path("bikes.mp4"), tmp_path / "clip.mp4")
+    data = base(model_path, sample_path)
+    data["sources"][0]["uri"] = "clip.mp4"
+    cfg = load_config(write_config(data))
+    assert cfg.sources[0].uri == str(tmp_path / "clip.mp4")
+
+
+def test_three_mistakes_are_all_reported_with_their_paths(write_config, model_path, sample_path):
+    data = base(model_path, sample_path)
+    data["sources"].append({"id": "b", "uri": "cams/b.mp4"})
+    data["models"]["det"]["score_threshold"] = 2
+    data["graph"][0]["detect"]["model"] = "nope"
+    with pytest.raises(ConfigError) as e:
+        load_config(write_config(data))
+    problems = e.value.problems
+    assert "sources[1].uri: file not found: cams/b.mp4" in problems
+    assert any(p.startswith("models.det.score_threshold:") for p in problems)
+    assert any(p.startswith("graph[0].detect.model: unknown model 'nope'") for p in problems)
+    assert len(problems) == 3
+
+
+def test_type_errors_name_the_field(write_config, model_path, sample_path):
+    data = base(model_path, sample_path)
+    data["models"]["det"]["batching"]["max_batch"] = "four"
+    data["sources"][0]["queue"] = {"policy": "leaky"}
+    data["models"]["det"]["input_size"] = [416]
+    with pytest.raises(ConfigError) as e:
+        load_config(write_config(data))
+    text = str(e.value)
+    assert "models.det.batching.max_batch: expected an integer" in text
+    assert "sources[0].queue.policy: must be one of block, drop_oldest" in text
+    assert "models.det.input_size:" in text
+
+
+def test_unknown_keys_and_duplicate_ids_are_errors(write_config, model_path, sample_path):
+    data = base(model_path, sample_path)
+    data["sources"].append({"id": "a", "uri": sample_path("vtest.mp4"), "fps": 3})
+    with pytest.raises(ConfigError) as e:
+        load_config(write_config(data))
+    assert "sources[1].id: duplicate camera id 'a'" in e.value.problems
+    assert any(p.startswith("sources[1].fps: unknown key") for p in e.value.problems)
+
+
+def test_first_stage_must_be_a_detector(write_config, model_path, sample_path):
+    data = base(model_path, sample_path)
+    data["graph"] = ["annotate", {"detect": {"model": "det"}}]
+    with pytest.raises(ConfigError, match=r"graph\[0\]: the first stage must be 'detect'"):
+        load_config(write_config(data))
+
+
+def test_broken_yaml_names_line_and_column(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("sources:\n  - id: a\n    uri: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: line \d+ column \d+: invalid YAML"):
+        load_config(p)
+
+
+def test_subset_keeps_only_the_named_cameras(write_config, model_path, sample_path):
+    data = base(model_path, sample_path)
+    data["sources"].append({"id": "b", "uri": sample_path("vtest.mp4")})
+    cfg = load_config(write_config(data)).subset(["b"])
+    assert [s.id for s in cfg.sources] == ["b"]
+    with pytest.raises(ConfigError, match="no camera with id zz"):
+        cfg.subset(["zz"])
+
+
+def test_cli_validate_exits_2_and_prints_every_problem(write_config, model_path, sample_path, pipeline_cmd):
+    data = base(model_path, sample_path)
+    data["sources"][0]["uri"] = "missing.mp4"
+    data["models"]["det"]["layout"] = "yolo9000"
+    data["outputs"] = {"video": {"crf": 99}}
+    r = subprocess.run([*pipeline_cmd, "validate", "--config", write_config(data)], capture_output=True, text=True,
+                       cwd=ROOT)
+    assert r.returncode == 2
+    lines = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+    assert len(lines) == 3
+    assert "sources[0].uri: file not found: missing.mp4" in r.stderr
+    assert "models.det.layout: must be one of" in r.stderr
+    assert "outputs.video.crf: must be within 0..63" in r.stderr
+
+
+def test_the_shipped_configs_validate():
+    for path in sorted((ROOT / "configs").glob("*.yaml")):
+        try:
+            load_config(path)
+        except ConfigError as e:
+            if any("file not found" in p and ("models/" in p or "samples/" in p) for p in e.problems):
+                pytest.skip("models or samples not fetched")
+            raise
