@@ -122,3 +122,33 @@ def copy_to(tmp: Path, src: str, name: str) -> str:
 
 
 os.environ.setdefault("PYTHONPATH", str(ROOT))
+
+
+def make_fixed_batch(src: str, dst: str, batch: int = 1) -> str:
+    """A copy of an ONNX model whose batch dimension is fixed (as many exports ship)."""
+    import onnx
+
+    m = onnx.load(src)
+    for value in list(m.graph.input) + list(m.graph.output):
+        dim = value.type.tensor_type.shape.dim[0]
+        dim.ClearField("dim_param")
+        dim.dim_value = batch
+    onnx.save(m, dst)
+    return dst
+
+
+def run_pipeline(config: dict, write_config, output_dir: str, max_frames: int | None = None) -> dict:
+    """Run a config in-process to the end and return the final metrics snapshot."""
+    from pipeline.config import load_config
+    from pipeline.graph import Pipeline
+
+    config.setdefault("outputs", {})["dir"] = output_dir
+    p = Pipeline(load_config(write_config(config)), max_frames=max_frames)
+    p.start()
+    try:
+        assert p.wait(300), "pipeline did not finish"
+    finally:
+        p.close()
+    snap = p.snapshot()
+    snap["plan"] = p.plan
+    return snap

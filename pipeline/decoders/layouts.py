@@ -66,11 +66,25 @@ class DetectionDecoder:
             return self._decode_e2e(out, count)
         if out.ndim != 3:
             raise LayoutError(f"layout {self.layout} expects a 3-D output, got shape {list(out.shape)}")
+        self._check_classes(out)
         results = []
         for b in range(count):
             boxes, scores, classes = self._candidates(out[b])
             results.append(self._finish(boxes, scores, classes, apply_nms=True))
         return results
+
+    def _check_classes(self, out: np.ndarray) -> None:
+        """With labels configured, the class count pins the layout: a head read the wrong
+        way round fails loudly instead of producing nonsense boxes."""
+        n = len(self.model.labels)
+        if not n:
+            return
+        if self.layout == "yolov8" and out.shape[1] != 4 + n:
+            raise LayoutError(f"layout yolov8 expects [batch, 4+{n}, anchors] for {n} labels, "
+                              f"got {list(out.shape)}")
+        if self.layout in ("yolox", "yolov5") and out.shape[2] != 5 + n:
+            raise LayoutError(f"layout {self.layout} expects [batch, anchors, 5+{n}] for {n} labels, "
+                              f"got {list(out.shape)}")
 
     def _candidates(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self.layout == "yolov8":

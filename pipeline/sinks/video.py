@@ -58,6 +58,9 @@ class VideoWriter:
         stream.pix_fmt = "yuv420p"
         self._time_base = frame.time_base if frame.time_base else Fraction(1, 90000)
         stream.time_base = self._time_base
+        # The encoder counts in the same fine time base: with its default 1/fps, two frames
+        # closer than one nominal frame (jittery live cameras) would collide.
+        stream.codec_context.time_base = self._time_base
         stream.codec_context.thread_count = self.encoder_threads
         options = {"threads": str(self.encoder_threads)}
         if self.config.codec in ("libx264", "libx265"):

@@ -41,6 +41,9 @@ class SourceError(Exception):
 
 
 def _one_line(e: BaseException) -> str:
+    """FFmpeg errors carry errno, message and file name; keep the message only."""
+    if isinstance(e, av.error.FFmpegError) and e.strerror:
+        return str(e.strerror)
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
 
@@ -79,7 +82,7 @@ class VideoSource:
     def _state(self, state: str, detail: str = "") -> None:
         if self.stats.state != state or self.stats.detail != detail:
             self.stats.state, self.stats.detail = state, detail
-            log_fn = log.warning if state in ("reconnecting", "failed") else log.info
+            log_fn = {"failed": log.error, "reconnecting": log.warning}.get(state, log.info)
             log_fn("camera %s: %s%s", self.camera, state, f" ({detail})" if detail else "")
 
     # -- the thread ---------------------------------------------------------------------
@@ -97,7 +100,6 @@ class VideoSource:
         except SourceError as e:
             eos.reason, eos.error = "failed", str(e)
             self._state("failed", str(e))
-            log.error("camera %s: %s", self.camera, e)
         except QueueClosed:
             return
         except Exception as e:  # a bug or an unexpected library error: contain it to this camera

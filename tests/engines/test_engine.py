@@ -1,0 +1,125 @@
+"""The engine: batching, splitting for fixed-batch models, padding, both dispatch modes."""
+import threading
+
+import numpy as np
+import pytest
+
+from conftest import make_fixed_batch
+from pipeline.config import BatchingConfig, EngineConfig, ModelConfig
+from pipeline.engines.engine import Engine
+from pipeline.engines.session import ModelError
+from pipeline.metrics.registry import EngineStats
+
+
+def yolox(path: str, **engine) -> ModelConfig:
+    return ModelConfig(name="det", path=path, layout="yolox", input_size=(416, 416),
+                       batching=BatchingConfig(max_batch=4), engine=EngineConfig(**engine))
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    rng = np.random.default_rng(0)
+    return [rng.uniform(0, 255, (3, 416, 416)).astype(np.float32) for _ in range(4)]
+
+
+@pytest.fixture(scope="module")
+def reference(model_path, inputs):
+    engine = Engine(yolox(model_path("yolox_nano.onnx"), io_binding=False), EngineStats())
+    try:
+        return [engine.infer([x])[0][1][0][0] for x in inputs]
+    finally:
+        engine.close()
+
+
+def rows(chunks):
+    return [out[0][i] for n, out in chunks for i in range(n)]
+
+
+@pytest.mark.parametrize("mode,io_binding", [("thread", True), ("thread", False), ("async", False)])
+def test_a_batch_of_four_equals_four_single_runs(model_path, inputs, reference, mode, io_binding):
+    engine = Engine(yolox(model_path("yolox_nano.onnx"), mode=mode, io_binding=io_binding), EngineStats(),
+                    intra_op_threads=2 if mode == "async" else 1, workers=2)
+    try:
+        got = rows(engine.infer(inputs))
+    finally:
+        engine.close()
+    assert len(got) == 4
+    for g, r in zip(got, reference):
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-3)
+
+
+def test_a_fixed_batch_model_gets_its_batches_split(tmp_path, model_path, inputs, reference):
+    path = make_fixed_batch(model_path("yolox_nano.onnx"), str(tmp_path / "b1.onnx"))
+    stats = EngineStats()
+    engine = Engine(yolox(path), stats)
+    try:
+        assert engine.fixed_batch == 1
+        assert "fixed batch 1" in engine.describe()
+        chunks = engine.infer(inputs[:3])
+    finally:
+        engine.close()
+    assert [n for n, _ in chunks] == [1, 1, 1]
+    for g, r in zip(rows(chunks), reference):
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-3)
+
+
+def test_batches_are_padded_to_the_allowed_sizes(model_path, inputs, reference):
+    m = yolox(model_path("yolox_nano.onnx"))
+    m.batching.batch_sizes = [1, 4]
+    engine = Engine(m, EngineStats())
+    try:
+        assert engine.padded_size(3) == 4 and engine.padded_size(1) == 1
+        chunks = engine.infer(inputs[:3])
+    finally:
+        engine.close()
+    n, outputs = chunks[0]
+    assert n == 3 and outputs[0].shape[0] == 4  # ran padded, reports 3 real items
+    for g, r in zip(rows(chunks), reference):
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-3)
+
+
+def test_no_more_than_max_inflight_batches_are_out(model_path, inputs):
+    stats = EngineStats()
+    engine = Engine(yolox(model_path("yolox_nano.onnx"), max_inflight=2), stats, workers=2)
+    done = threading.Semaphore(0)
+    try:
+        for _ in range(6):
+            engine.submit(inputs[:1], lambda c, e, ctx: done.release())
+        for _ in range(6):
+            assert done.acquire(timeout=30)
+    finally:
+        engine.close()
+    assert stats.batches == 6 and 1 <= stats.max_inflight_seen <= 2 and stats.inflight == 0
+
+
+def test_wrong_tensor_shape_is_reported_not_run(model_path):
+    engine = Engine(yolox(model_path("yolox_nano.onnx")), EngineStats())
+    try:
+        with pytest.raises(ValueError, match=r"input tensor shape \[3, 320, 320\]"):
+            engine.submit([np.zeros((3, 320, 320), np.float32)], lambda *a: None)
+    finally:
+        engine.close()
+
+
+def test_model_input_size_mismatch_names_the_model(model_path):
+    m = yolox(model_path("yolox_nano.onnx"))
+    m.input_size = (320, 320)
+    with pytest.raises(ModelError, match=r"models.det: model input 'images' is 416x416 .* input_size is 320x320"):
+        Engine(m, EngineStats())
+
+
+def test_unreadable_model_file_names_the_model(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    with pytest.raises(ModelError, match=r"models.det: cannot load .*bad.onnx"):
+        Engine(yolox(str(bad)), EngineStats())
+
+
+def test_providers_reported_are_the_sessions_own(model_path):
+    engine = Engine(yolox(model_path("yolox_nano.onnx"), providers=["cuda", "cpu"]), EngineStats())
+    try:
+        assert engine.providers == engine.session.get_providers()
+        if engine.providers[0] == "CPUExecutionProvider":
+            assert "asked for CUDAExecutionProvider, not available" in engine.describe()
+    finally:
+        engine.close()
