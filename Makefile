@@ -28,10 +28,10 @@ test: fetch
 bench: fetch
 	$(PY) -m pipeline bench --config configs/bench.yaml --out bench
 
+# Uses the venv when present, else the machine's python3 (a GPU image brings its own
+# onnxruntime-gpu; installing it here would overwrite the CPU wheel).
 gpu-check:
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -e ".[gpu,test]"
-	$(PY) scripts/gpu_check.py
+	@if [ -x $(PY) ]; then $(PY) scripts/gpu_check.py; else $(PYTHON) scripts/gpu_check.py; fi
 
 clean:
 	rm -rf out .pytest_cache
