@@ -150,7 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--cameras", type=int, default=4)
     bench.add_argument("--frames", type=int, default=200, help="frames per camera")
     bench.add_argument("--out", default="bench")
-    bench.add_argument("--live", action="store_true")
+    bench.add_argument("--live", action="store_true", help="add the paced overload case (latency under load)")
+    bench.add_argument("--live-seconds", type=float, default=20.0, help="length of the live case")
+    bench.add_argument("--sweep", nargs="*", metavar="KEY=V1,V2",
+                       help="extra pipeline runs, e.g. max_batch=1,4,8 max_wait_ms=0,10")
     bench.set_defaults(func=cmd_bench)
     return parser
 

@@ -69,7 +69,7 @@ class BatchingConfig:
 @dataclass
 class EngineConfig:
     mode: str = "auto"
-    max_inflight: int = 2
+    max_inflight: int | None = None  # default: workers + 1, so a batch always waits for a free worker
     workers: int | None = None
     providers: list[str] = field(default_factory=lambda: ["cpu"])
     device_id: int = 0
@@ -149,7 +149,7 @@ class MetricsConfig:
 @dataclass
 class RuntimeConfig:
     threads: int | None = None  # cores the plan may use; default: all visible cores
-    queue_size: int = 8
+    queue_size: int = 4
 
 
 @dataclass
@@ -329,7 +329,7 @@ def _parse_source(r: _Reader, m: Any, path: str, seen: set[str], queue_size: int
     qm = r.mapping(m.get("queue"), f"{path}.queue")
     r.unknown_keys(qm, f"{path}.queue", {"size", "policy"})
     queue = QueueConfig(
-        size=r.get(qm, "size", f"{path}.queue", int, queue_size, check=_positive),
+        size=r.get(qm, "size", f"{path}.queue", int, 2 if live else queue_size, check=_positive),
         policy=r.choice(qm, "policy", f"{path}.queue", POLICIES, "drop_oldest" if live else "block"),
     )
     rm = r.mapping(m.get("reconnect"), f"{path}.reconnect")
@@ -398,7 +398,7 @@ def _parse_model(r: _Reader, name: str, m: Any, path: str) -> ModelConfig | None
     trt_cache = r.get(em, "trt_cache_dir", ep, str)
     engine = EngineConfig(
         mode=r.choice(em, "mode", ep, ENGINE_MODES, "auto"),
-        max_inflight=r.get(em, "max_inflight", ep, int, 2, check=_positive),
+        max_inflight=r.get(em, "max_inflight", ep, int, check=_positive),
         workers=r.get(em, "workers", ep, int, check=_positive),
         providers=[p for p in providers if p in PROVIDERS] or ["cpu"],
         device_id=r.get(em, "device_id", ep, int, 0, check=_non_negative),
@@ -472,7 +472,7 @@ def parse_config(data: Any, base_dir: Path) -> Config:
     rt = r.mapping(top.get("runtime"), "runtime")
     r.unknown_keys(rt, "runtime", {"threads", "queue_size"})
     runtime = RuntimeConfig(threads=r.get(rt, "threads", "runtime", int, check=_positive),
-                            queue_size=r.get(rt, "queue_size", "runtime", int, 8, check=_positive))
+                            queue_size=r.get(rt, "queue_size", "runtime", int, 4, check=_positive))
     raw_sources = top.get("sources")
     sources: list[SourceConfig] = []
     if not isinstance(raw_sources, list) or not raw_sources:

@@ -103,7 +103,7 @@ class Frame:
     t_capture: float
     rate: Fraction | None = None
     order: int = -1
-    tensor: np.ndarray | None = None
+    tensor: object | None = None  # the model input (`ModelInput`) until the detector has run
     letterbox: Letterbox | None = None
     detections: Detections | None = None
     events: list[dict] = field(default_factory=list)

@@ -20,6 +20,7 @@ import numpy as np
 from pipeline.config import Config, ConfigError, ModelConfig
 from pipeline.decoders.layouts import DetectionDecoder
 from pipeline.engines.engine import Engine
+from pipeline.engines.pool import WorkerPool
 from pipeline.engines.session import ModelError
 from pipeline.metrics.registry import Metrics, thread_count
 from pipeline.runtime.stage import RunControl, Stage
@@ -37,14 +38,16 @@ _STAGE_THREADS = {"detect": 2, "classify": 2, "annotate": 1}
 
 
 class Pipeline:
-    def __init__(self, config: Config, output_dir: str | None = None, max_frames: int | None = None):
+    def __init__(self, config: Config, output_dir: str | None = None, max_frames: int | None = None,
+                 timeline: bool = False):
         self.config = config
         if output_dir:
             config.outputs.dir = os.path.abspath(output_dir)
-        self.metrics = Metrics()
+        self.metrics = Metrics(timeline)
         self.control = RunControl()
         self.max_frames = max_frames
         self.engines: dict[str, Engine] = {}
+        self.shared_pool: WorkerPool | None = None
         self.stages: list[Stage] = []
         stage_threads = sum(_STAGE_THREADS[s.type] for s in config.graph)
         self.plan: ThreadPlan = plan_threads(config, stage_threads, base_threads=thread_count())
@@ -59,7 +62,10 @@ class Pipeline:
         if name not in self.engines:
             model = self.config.models[name]
             p = self.plan.engines[name]
-            engine = Engine(model, self.metrics.engines[name], p.intra_op_threads, p.workers)
+            if p.shared and self.shared_pool is None:
+                self.shared_pool = WorkerPool("inference", self.plan.shared_workers)
+            engine = Engine(model, self.metrics.engines[name], p.intra_op_threads, p.workers,
+                            self.shared_pool if p.shared else None)
             self.engines[name] = engine
             self._warm_up(model, engine)
             log.info(engine.describe())
@@ -164,6 +170,8 @@ class Pipeline:
             stage.close()
         for engine in self.engines.values():
             engine.close()
+        if self.shared_pool is not None:
+            self.shared_pool.close()
         if hasattr(self, "sink"):
             self.sink.close()
 

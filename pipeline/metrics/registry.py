@@ -63,8 +63,9 @@ def thread_count() -> int:
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, timeline: bool = False) -> None:
         self.started = time.monotonic()
+        self.timeline: list[tuple[float, float]] | None = [] if timeline else None
         self._lock = threading.Lock()
         self.cameras: dict[str, CameraStats] = {}
         self.stages: dict[str, StageStats] = defaultdict(StageStats)
@@ -101,6 +102,8 @@ class Metrics:
             if stats.first_out is None:
                 stats.first_out = now
             stats.last_out = now
+            if self.timeline is not None:
+                self.timeline.append((time.perf_counter(), latency_s))
         stats.latency.record(latency_s)
 
     def stage_busy(self, stage: str, seconds: float, items: int = 1) -> None:

@@ -41,9 +41,12 @@ class BoundedQueue(Generic[T]):
         self.dropped = 0
         self.high_water = 0
 
-    def put(self, item: T) -> None:
+    def put(self, item: T, force: bool = False) -> None:
+        """Append `item`, waiting for room (or dropping, per policy). `force` appends at once
+        even when full: for producers that bound their own count and must never wait
+        (engine completion callbacks, bounded by the engine's in-flight credits)."""
         with self._cond:
-            while len(self._items) >= self.size and not self._closed:
+            while len(self._items) >= self.size and not self._closed and not force:
                 if self.policy == "drop_oldest" and self._drop_one():
                     break
                 self._cond.wait(0.1)

@@ -31,11 +31,13 @@ class EnginePlan:
     intra_op_threads: int
     workers: int
     mode: str
+    shared: bool = False  # its workers are the process's shared CPU pool
 
     def threads(self) -> int:
-        """Threads this session adds: dispatcher workers plus ORT's intra-op pool (the
-        calling thread is one of the intra-op threads, so the pool has intra - 1)."""
-        return self.workers + (self.intra_op_threads - 1) * (self.workers if self.mode == "thread" else 1)
+        """Threads this session adds: its own dispatcher workers plus ORT's intra-op pool
+        (the calling thread is one of the intra-op threads, so the pool has intra - 1)."""
+        own = 0 if self.shared else self.workers
+        return own + (self.intra_op_threads - 1) * (self.workers if self.mode == "thread" else 1)
 
 
 @dataclass
@@ -48,17 +50,20 @@ class ThreadPlan:
     sink_workers: int = 1
     encoder_threads: int = 0
     base_threads: int = 1
+    shared_workers: int = 0
 
     @property
     def total(self) -> int:
         return (self.base_threads + self.cameras + self.decode_threads + self.stage_threads + self.sink_workers
-                + self.encoder_threads + sum(e.threads() for e in self.engines.values()))
+                + self.encoder_threads + self.shared_workers + sum(e.threads() for e in self.engines.values()))
 
     def describe(self) -> str:
-        eng = ", ".join(f"{n}: {e.mode} x{e.workers} intra_op={e.intra_op_threads}" for n, e in self.engines.items())
+        eng = ", ".join(f"{n}: {e.mode} x{e.workers}{' shared' if e.shared else ''} intra_op={e.intra_op_threads}"
+                        for n, e in self.engines.items())
         return (f"thread plan for {self.cores} core(s): {self.cameras} camera thread(s), {self.decode_threads} extra "
-                f"decode, {self.stage_threads} stage, {self.sink_workers} sink, {self.encoder_threads} encoder; "
-                f"engines [{eng}]; {self.base_threads} already running; total <= {self.total}")
+                f"decode, {self.stage_threads} stage, {self.sink_workers} sink, {self.encoder_threads} encoder, "
+                f"{self.shared_workers} shared inference worker(s); engines [{eng}]; {self.base_threads} already "
+                f"running; total <= {self.total}")
 
 
 def is_gpu(model: ModelConfig) -> bool:
@@ -79,12 +84,15 @@ def plan_threads(config: Config, stage_threads: int, base_threads: int) -> Threa
         e = m.engine
         mode = "thread" if e.mode == "auto" else e.mode
         gpu = is_gpu(m)
+        shared = False
         if mode == "async":
-            intra = e.intra_op_threads or max(2, cores)
+            intra = max(2, e.intra_op_threads or cores)
             workers = 0
         else:
             intra = e.intra_op_threads or 1
+            shared = not gpu and e.workers is None and intra == 1
             workers = e.workers or (1 if gpu else max(1, cores // intra))
-        plan.engines[name] = EnginePlan(intra_op_threads=max(2, intra) if mode == "async" else intra,
-                                        workers=workers, mode=mode)
+        plan.engines[name] = EnginePlan(intra_op_threads=intra, workers=workers, mode=mode, shared=shared)
+        if shared:
+            plan.shared_workers = max(plan.shared_workers, workers)
     return plan

@@ -70,7 +70,8 @@ class ClassifyStage(Stage):
         if problems:
             raise ConfigError(problems)
         self.preprocess = Preprocessor(model)
-        self.completions: BoundedQueue = BoundedQueue(f"{name}.done", 2 * engine.max_inflight + 2, "block")
+        # Results are bounded by the engine's credits; frames without crops pass here too.
+        self.completions: BoundedQueue = BoundedQueue(f"{name}.done", engine.max_inflight + 8, "block")
         self._crops: list[np.ndarray] = []
         self._refs: list[tuple[_Pending, int, int | None]] = []  # (frame, row, track id)
         self._first_crop_at = 0.0
@@ -195,11 +196,11 @@ class ClassifyStage(Stage):
         try:
             self.engine.submit(crops, self._on_done, refs)
         except Exception as e:
-            self.completions.put(("crops", refs, e))
+            self.completions.put(("failed", refs, e))
 
     def _on_done(self, chunks: Chunks | None, err: BaseException | None, refs: object) -> None:
         try:
-            self.completions.put(("crops", refs, err if err is not None else chunks))
+            self.completions.put(("crops", refs, err if err is not None else chunks), force=True)
         except QueueClosed:
             pass
 
@@ -211,6 +212,8 @@ class ClassifyStage(Stage):
                 if msg is None:
                     continue
                 kind, payload, result = msg
+                if kind == "crops":
+                    self.engine.consumed()
                 ready = [payload] if kind == "ready" else self._attach(payload, result)
                 for item in ready:
                     if isinstance(item, Frame):

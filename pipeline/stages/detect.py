@@ -35,7 +35,8 @@ class DetectStage(Stage):
         self.lanes = LaneQueue(f"{name}.lanes", on_drop=self._dropped)
         metrics.queues[f"{name}.lanes"] = self.lanes
         del metrics.queues[name]
-        self.completions: BoundedQueue = BoundedQueue(f"{name}.done", 2 * engine.max_inflight + 2, "block")
+        # Results are bounded by the engine's credits; the extra room is for end-of-stream markers.
+        self.completions: BoundedQueue = BoundedQueue(f"{name}.done", engine.max_inflight + 4, "block")
         self._orders: dict[str, int] = {}
         self._reorder = Reorderer()
 
@@ -81,12 +82,12 @@ class DetectStage(Stage):
         try:
             self.engine.submit([f.tensor for f in frames], self._on_done, frames)  # type: ignore[misc]
         except Exception as e:
-            self.completions.put(("batch", frames, e))
+            self.completions.put(("failed", frames, e))
 
     def _on_done(self, chunks: Chunks | None, err: BaseException | None, frames: object) -> None:
         # Runs on an engine/ORT thread: hand over only.
         try:
-            self.completions.put(("batch", frames, err if err is not None else chunks))
+            self.completions.put(("batch", frames, err if err is not None else chunks), force=True)
         except QueueClosed:
             pass
 
@@ -97,6 +98,8 @@ class DetectStage(Stage):
                 if msg is None:
                     continue
                 kind, payload, result = msg
+                if kind == "batch":
+                    self.engine.consumed()
                 ready: list[Item] = [payload] if kind == "eos" else self._finish(payload, result)
                 for item in ready:
                     for out in self._reorder.push(item):

@@ -1,8 +1,10 @@
 """Fit a picture into a model's input: letterbox/resize, colour order, normalisation, HWC->CHW.
 
-The canvas is allocated once per preprocessor (one per camera thread, one per
-classifier stage), and the returned `Letterbox` maps model-input boxes back to frame
-pixels. Normalisation is `(pixel * scale - mean) / std`, folded into one multiply-add.
+The fitted picture stays uint8 (a quarter of the float size) until the engine writes
+it, normalised, straight into its preallocated batch buffer: one float pass per frame
+instead of a float copy that is then copied again. The returned `Letterbox` maps
+model-input boxes back to frame pixels. Normalisation is `(pixel * scale - mean) / std`,
+folded into one multiply-add.
 """
 from __future__ import annotations
 
@@ -11,6 +13,33 @@ import numpy as np
 
 from pipeline.config import ModelConfig
 from pipeline.frames import Letterbox
+
+
+class ModelInput:
+    """One fitted picture, normalised lazily into the model's [3, H, W] float32 layout."""
+
+    __slots__ = ("pixels", "rgb", "mul", "add", "identity")
+
+    def __init__(self, pixels: np.ndarray, rgb: bool, mul: np.ndarray, add: np.ndarray, identity: bool):
+        self.pixels, self.rgb, self.mul, self.add, self.identity = pixels, rgb, mul, add, identity
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        h, w = self.pixels.shape[:2]
+        return (3, h, w)
+
+    def write(self, dst: np.ndarray) -> None:
+        """Fill `dst` ([3, H, W] float32, e.g. one row of a batch buffer)."""
+        src = self.pixels[:, :, ::-1] if self.rgb else self.pixels
+        np.copyto(dst, src.transpose(2, 0, 1), casting="unsafe")
+        if not self.identity:
+            dst *= self.mul
+            dst += self.add
+
+    def numpy(self) -> np.ndarray:
+        out = np.empty(self.shape, np.float32)
+        self.write(out)
+        return out
 
 
 class Preprocessor:
@@ -49,12 +78,7 @@ class Preprocessor:
         self._canvas[py:py + nh, px:px + nw] = cv2.resize(image, (nw, nh), interpolation=cv2.INTER_LINEAR)
         return Letterbox(r, r, float(px), float(py), w, h)
 
-    def __call__(self, image: np.ndarray) -> tuple[np.ndarray, Letterbox]:
-        """The model-input tensor [3, H, W] float32 for a BGR picture, and its mapping."""
+    def __call__(self, image: np.ndarray) -> tuple[ModelInput, Letterbox]:
+        """The model input for a BGR picture, and its mapping back to the picture."""
         box = self.fit(image)
-        src = self._canvas[:, :, ::-1] if self.rgb else self._canvas
-        tensor = np.ascontiguousarray(src.transpose(2, 0, 1), dtype=np.float32)
-        if not self._identity:
-            tensor *= self._mul
-            tensor += self._add
-        return tensor, box
+        return ModelInput(self._canvas.copy(), self.rgb, self._mul, self._add, self._identity), box

@@ -82,13 +82,15 @@ def test_no_more_than_max_inflight_batches_are_out(model_path, inputs):
     stats = EngineStats()
     engine = Engine(yolox(model_path("yolox_nano.onnx"), max_inflight=2), stats, workers=2)
     done = threading.Semaphore(0)
+    consumer = threading.Thread(target=lambda: [done.acquire(timeout=30) and engine.consumed() for _ in range(6)])
     try:
+        consumer.start()
         for _ in range(6):
             engine.submit(inputs[:1], lambda c, e, ctx: done.release())
-        for _ in range(6):
-            assert done.acquire(timeout=30)
+        consumer.join(60)
     finally:
         engine.close()
+    assert not consumer.is_alive()
     assert stats.batches == 6 and 1 <= stats.max_inflight_seen <= 2 and stats.inflight == 0
 
 

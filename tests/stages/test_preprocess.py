@@ -12,7 +12,8 @@ def model(letterbox: str, **kw) -> ModelConfig:
 
 def test_top_left_letterbox_matches_the_yolox_recipe():
     img = np.full((576, 768, 3), 200, np.uint8)
-    tensor, box = Preprocessor(model("top_left"))(img)
+    model_input, box = Preprocessor(model("top_left"))(img)
+    tensor = model_input.numpy()
     r = min(416 / 576, 416 / 768)
     assert box.scale_x == box.scale_y == pytest.approx(r)
     assert (box.pad_x, box.pad_y) == (0, 0)
@@ -42,6 +43,6 @@ def test_rgb_order_and_normalisation():
     img = np.zeros((10, 10, 3), np.uint8)
     img[..., 0], img[..., 1], img[..., 2] = 10, 20, 30  # B, G, R
     m = model("stretch", color="rgb", scale=1 / 255, mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25))
-    tensor, _ = Preprocessor(m)(img)
+    tensor = Preprocessor(m)(img)[0].numpy()
     expected = [(30 / 255 - 0.5) / 0.25, (20 / 255 - 0.5) / 0.25, (10 / 255 - 0.5) / 0.25]
     np.testing.assert_allclose(tensor[:, 0, 0], expected, rtol=1e-5)

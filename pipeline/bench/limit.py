@@ -1,0 +1,130 @@
+"""The machine's limit: the isolated per-frame CPU cost of each stage, added up.
+
+No design can process more frames per second than `cores / sum(cost per frame)`: each
+stage's work has to be done somewhere. Inference is measured at its best batch size
+(single-threaded, per image); the classifier's cost is per crop times the crops a frame
+has on these clips.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+import av
+import numpy as np
+
+from pipeline.config import Config
+from pipeline.engines.session import create_session
+from pipeline.decoders.layouts import DetectionDecoder
+from pipeline.frames import Frame
+from pipeline.sinks.video import VideoWriter
+from pipeline.stages.annotate import Labels, draw_detections
+from pipeline.stages.preprocess import Preprocessor
+
+
+def _timed(fn, items) -> float:
+    t0 = time.perf_counter()
+    for item in items:
+        fn(item)
+    return (time.perf_counter() - t0) / max(1, len(items))
+
+
+def _per_image(session, tensors: list[np.ndarray], batch_sizes=(1, 2, 4, 8), repeat: int = 3) -> tuple[float, int]:
+    name = session.get_inputs()[0].name
+    fixed = session.get_inputs()[0].shape[0]
+    if isinstance(fixed, int) and fixed > 0:
+        batch_sizes = (fixed,)
+    best = (float("inf"), 1)
+    for b in batch_sizes:
+        batch = np.stack((tensors * b)[:b])
+        session.run(None, {name: batch})
+        t0 = time.perf_counter()
+        for _ in range(repeat):
+            session.run(None, {name: batch})
+        per = (time.perf_counter() - t0) / (repeat * b)
+        best = min(best, (per, b))
+    return best
+
+
+def measure_costs(config: Config, frames: int = 100) -> dict:
+    """Per-frame cost in ms of every stage of `config`'s graph, on the first `frames`
+    frames of each distinct clip of its cameras (the frames a benchmark run processes,
+    so crops per frame are those of the run)."""
+    detect_model = config.detect_model()
+    images, rates = [], []
+    decode_s = 0.0
+    for uri in dict.fromkeys(s.uri for s in config.sources):
+        with av.open(uri) as c:
+            s = c.streams.video[0]
+            s.codec_context.thread_count = 1
+            t0 = time.perf_counter()
+            got = []
+            for vf in c.decode(s):
+                got.append((vf.to_ndarray(format="bgr24", threads=1), vf.pts, s.time_base))
+                if len(got) >= frames:
+                    break
+            decode_s += time.perf_counter() - t0
+            images += got
+            rates.append(s.average_rate)
+    n = len(images)
+    pre = Preprocessor(detect_model)
+    prepared = [(t.numpy(), box) for t, box in (pre(img) for img, _, _ in images)]
+    cost = {"decode": decode_s / n, "preprocess": _timed(lambda x: pre(x[0])[0].numpy(), images)}
+    det_session = create_session(detect_model, 1)
+    cost["detector"], best_batch = _per_image(det_session, [t for t, _ in prepared[:8]])
+    decoder = DetectionDecoder(detect_model)
+    name = det_session.get_inputs()[0].name
+    outputs = [det_session.run(None, {name: t[None]}) for t, _ in prepared]
+
+    dets = []
+
+    def post(i: int) -> None:
+        d = decoder.decode(outputs[i], 1)[0]
+        d.xyxy = prepared[i][1].to_frame(d.xyxy)
+        dets.append(d)
+
+    cost["postprocess"] = _timed(post, list(range(n)))
+    stage = next((s for s in config.graph if s.type == "classify"), None)
+    crops_per_frame = 0.0
+    if stage is not None:
+        cls_model = config.models[stage.options["model"]]
+        allowed = [detect_model.labels.index(c) for c in stage.options.get("classes", [])] or None
+        min_size = float(stage.options.get("min_size", 24))
+        cls_pre = Preprocessor(cls_model)
+        crops = []
+        for (img, _, _), d in zip(images, dets):
+            wh = d.xyxy[:, 2:] - d.xyxy[:, :2]
+            for i in range(len(d)):
+                if (allowed is None or d.class_id[i] in allowed) and wh[i].min() >= min_size:
+                    x1, y1, x2, y2 = d.xyxy[i].astype(int)
+                    crops.append(img[max(0, y1):y2, max(0, x1):x2])
+        crops_per_frame = len(crops) / n
+        if crops:
+            cls_session = create_session(cls_model, 1)
+            tensors = [cls_pre(c)[0].numpy() for c in crops[:16]]
+            per_crop, _ = _per_image(cls_session, tensors, (1, 4, 8, 16))
+            cost["classifier"] = per_crop * crops_per_frame
+            cost["classifier_preprocess"] = _timed(lambda c: cls_pre(c)[0].numpy(), crops) * crops_per_frame
+    labels = Labels(detect_model.labels)
+    frames_ = [Frame("c", i, pts, tb, img.copy(), 0.0, rate=rates[0], detections=d)
+               for i, ((img, pts, tb), d) in enumerate(zip(images, dets))]
+    cost["annotate"] = _timed(lambda f: draw_detections(f.image, f, labels), frames_)
+    if config.outputs.video.enabled:
+        with tempfile.TemporaryDirectory() as tmp:
+            writers: dict = {}
+
+            def encode(f: Frame) -> None:
+                key = f.image.shape
+                if key not in writers:
+                    writers[key] = VideoWriter(os.path.join(tmp, f"{len(writers)}.mp4"), config.outputs.video)
+                writers[key].write(f)
+
+            cost["encode"] = _timed(encode, frames_)
+            for w in writers.values():
+                w.close()
+    ms = {k: round(v * 1000, 3) for k, v in cost.items()}
+    total = sum(cost.values())
+    cores = config.runtime.threads or len(os.sched_getaffinity(0))
+    return {"cost_ms": ms, "total_ms": round(total * 1000, 3), "cores": cores, "best_batch": best_batch,
+            "crops_per_frame": round(crops_per_frame, 2), "limit_fps": round(cores / total, 2)}

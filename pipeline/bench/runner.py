@@ -1,0 +1,222 @@
+"""`pipeline bench`: the synchronous baseline, the pipeline and the machine's limit, on the
+same clips and models in one run, as one table plus JSON, Markdown and a PNG plot.
+
+Cases: `detector` (the config's graph without classifiers) and, when the config has a
+classify stage, `classifier`. Cameras are the config's sources repeated to `--cameras`.
+`--live` paces every camera at its frame rate and adds cameras until the load exceeds
+the limit: it measures latency under overload (flat with drop_oldest, growing for the
+baseline's unbounded buffering).
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import math
+import os
+import platform
+import tempfile
+import time
+from dataclasses import replace
+
+import onnxruntime as ort
+
+from pipeline.bench.baseline import percentile_series, run_baseline
+from pipeline.bench.limit import measure_costs
+from pipeline.config import Config, load_config
+
+log = logging.getLogger("pipeline.bench")
+
+
+def with_cameras(config: Config, n: int, live: bool = False) -> Config:
+    cfg = copy.deepcopy(config)
+    base = cfg.sources
+    sources = []
+    for i in range(n):
+        s = replace(base[i % len(base)], id=f"cam{i}")
+        if live:
+            s = replace(s, live=True, realtime=True, queue=replace(s.queue, policy="drop_oldest", size=2))
+        sources.append(s)
+    cfg.sources = sources
+    return cfg
+
+
+def without_classifier(config: Config) -> Config:
+    cfg = copy.deepcopy(config)
+    cfg.graph = [s for s in cfg.graph if s.type != "classify"]
+    return cfg
+
+
+def apply_sweep(config: Config, key: str, value: str) -> Config:
+    cfg = copy.deepcopy(config)
+    model = cfg.detect_model()
+    if key in ("max_batch", "max_wait_ms"):
+        setattr(model.batching, key, type(getattr(model.batching, key))(value))
+    elif key in ("max_inflight", "workers", "intra_op_threads"):
+        setattr(model.engine, key, int(value))
+    elif key == "mode":
+        model.engine.mode = value
+    else:
+        raise SystemExit(f"bench: cannot sweep {key!r} (max_batch, max_wait_ms, max_inflight, workers, "
+                         f"intra_op_threads, mode)")
+    return cfg
+
+
+def run_pipeline(config: Config, frames: int, live: bool = False) -> dict:
+    from pipeline.graph import Pipeline
+
+    cfg = copy.deepcopy(config)
+    cfg.outputs.dir = tempfile.mkdtemp(prefix="bench-pipeline-")
+    p = Pipeline(cfg, max_frames=frames, timeline=live)
+    cpu0, t0 = os.times(), time.perf_counter()
+    p.start()
+    while not p.wait(0.1):
+        p.metrics.sample_process()
+    wall = time.perf_counter() - t0
+    cpu1 = os.times()
+    p.close()
+    snap = p.snapshot()
+    used = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    dropped = sum(sum(c["dropped"].values()) for c in snap["cameras"].values())
+    result = {"processed": snap["processed"], "wall_s": round(wall, 3),
+              "throughput_fps": round(snap["processed"] / wall, 2), "latency": snap["latency"],
+              "cpu_percent": round(100 * used / wall, 1), "max_threads": snap["max_threads"],
+              "thread_plan": p.plan.total, "dropped": dropped,
+              "mean_batch": {k: v["mean_batch"] for k, v in snap["engines"].items()}}
+    if live and p.metrics.timeline is not None:
+        result["p99_over_time"] = percentile_series(p.metrics.timeline, t0)
+    return result
+
+
+def bench_case(name: str, config: Config, frames: int, sweeps: list[tuple[str, list[str]]]) -> dict:
+    log.info("case %s: measuring the per-stage limit", name)
+    limit = measure_costs(config, frames)
+    rows = {}
+    log.info("case %s: sync baseline (default session options)", name)
+    rows["sync baseline"] = run_baseline(config, frames, tuned=False)
+    log.info("case %s: sync baseline (intra_op_num_threads=1)", name)
+    rows["sync baseline, tuned"] = run_baseline(config, frames, tuned=True)
+    log.info("case %s: pipeline", name)
+    rows["pipeline"] = run_pipeline(config, frames)
+    for key, values in sweeps:
+        for v in values:
+            log.info("case %s: pipeline %s=%s", name, key, v)
+            rows[f"pipeline {key}={v}"] = run_pipeline(apply_sweep(config, key, v), frames)
+    base = rows["sync baseline"]["throughput_fps"]
+    for r in rows.values():
+        r["vs_baseline"] = round(r["throughput_fps"] / base, 2) if base else None
+        r["of_limit"] = round(r["throughput_fps"] / limit["limit_fps"], 3)
+    return {"cameras": len(config.sources), "frames_per_camera": frames, "limit": limit, "rows": rows}
+
+
+def bench_live(config: Config, seconds: float) -> dict:
+    """Overload: enough paced cameras to exceed the limit by half."""
+    limit = measure_costs(config)
+    fps = [float(_rate(s.uri)) for s in config.sources]
+    per_camera = sum(fps) / len(fps)
+    cameras = max(len(config.sources), math.ceil(1.5 * limit["limit_fps"] / per_camera))
+    frames = int(seconds * min(fps))
+    live_cfg = with_cameras(config, cameras, live=True)
+    log.info("live: %d cameras x %.0f fps = %.0f fps offered, limit %.0f fps", cameras, per_camera,
+             cameras * per_camera, limit["limit_fps"])
+    timeline: list = []
+    t0 = time.perf_counter()
+    base = run_baseline(live_cfg, frames, tuned=True, live=True, timeline=timeline)
+    base["p99_over_time"] = percentile_series(timeline, t0)
+    pipe = run_pipeline(live_cfg, frames, live=True)
+    return {"cameras": cameras, "offered_fps": round(cameras * per_camera, 1), "limit": limit,
+            "rows": {"sync baseline, tuned (live)": base, "pipeline (live, drop_oldest)": pipe},
+            "p99_ratio": round(pipe["latency"]["p99_ms"] / base["latency"]["p99_ms"], 3)
+            if base["latency"]["p99_ms"] else None}
+
+
+def _rate(uri: str) -> float:
+    import av
+
+    with av.open(uri) as c:
+        return float(c.streams.video[0].average_rate or 25)
+
+
+def table(results: dict) -> str:
+    lines = []
+    for case, res in results["cases"].items():
+        lim = res["limit"]
+        lines.append(f"### {case}: {res['cameras']} cameras, {res.get('frames_per_camera', '-')} frames each; "
+                     f"limit {lim['limit_fps']} fps ({lim['total_ms']} ms/frame on {lim['cores']} cores)")
+        lines.append("")
+        lines.append("| mode | fps | p50 ms | p99 ms | CPU % | threads | dropped | x baseline | of limit |")
+        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for name, r in res["rows"].items():
+            lat = r["latency"]
+            lines.append(f"| {name} | {r['throughput_fps']} | {lat['p50_ms']} | {lat['p99_ms']} | {r['cpu_percent']} "
+                         f"| {r['max_threads']} | {r.get('dropped', 0)} | {r.get('vs_baseline', '-')} "
+                         f"| {round(100 * r['of_limit'], 1) if 'of_limit' in r else '-'}% |")
+        lines.append("")
+        lines.append("per-frame cost (ms): " + ", ".join(f"{k} {v}" for k, v in lim["cost_ms"].items())
+                     + f"; detector best batch {lim['best_batch']}; crops/frame {lim['crops_per_frame']}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(results: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = results["cases"]
+    fig, axes = plt.subplots(1, len(cases), figsize=(6 * len(cases), 4.5), squeeze=False)
+    for ax, (case, res) in zip(axes[0], cases.items()):
+        if "p99_ratio" in res:
+            for name, r in res["rows"].items():
+                series = r.get("p99_over_time", [])
+                ax.plot([t for t, _ in series], [v for _, v in series], marker="o", label=name)
+            ax.set_xlabel("time (s)")
+            ax.set_ylabel("P99 latency per 2 s window (ms)")
+            ax.set_yscale("log")
+            ax.set_title(f"{case}: {res['cameras']} paced cameras, {res['offered_fps']} fps offered")
+            ax.legend(fontsize=8)
+            continue
+        names = list(res["rows"])
+        fps = [res["rows"][n]["throughput_fps"] for n in names]
+        p99 = [res["rows"][n]["latency"]["p99_ms"] or 0 for n in names]
+        ax.barh(names, fps, color=["#999999" if n.startswith("sync") else "#2a7ab9" for n in names])
+        ax.axvline(res["limit"]["limit_fps"], color="#c0392b", linestyle="--", label="limit")
+        for i, (f, p) in enumerate(zip(fps, p99)):
+            ax.text(f, i, f" {f:.0f} fps, p99 {p:.0f} ms", va="center", fontsize=8)
+        ax.set_xlabel("frames per second (all cameras)")
+        ax.set_title(f"{case}: {res['cameras']} cameras")
+        ax.legend(fontsize=8, loc="lower right")
+        ax.set_xlim(0, max(fps + [res["limit"]["limit_fps"]]) * 1.45)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    sweeps = []
+    for spec in getattr(args, "sweep", None) or []:
+        key, _, values = spec.partition("=")
+        sweeps.append((key, values.split(",")))
+    results: dict = {"machine": {"cores": len(os.sched_getaffinity(0)), "cpu": platform.processor() or platform.machine(),
+                                 "onnxruntime": ort.__version__, "python": platform.python_version()},
+                     "command": f"pipeline bench --config {args.config} --cameras {args.cameras} --frames {args.frames}"
+                                + (" --live" if args.live else ""),
+                     "cases": {}}
+    cams = with_cameras(config, args.cameras)
+    results["cases"]["detector"] = bench_case("detector", without_classifier(cams), args.frames, sweeps)
+    if any(s.type == "classify" for s in config.graph):
+        results["cases"]["classifier"] = bench_case("classifier", cams, args.frames, [])
+    if args.live:
+        results["cases"]["live overload"] = bench_live(without_classifier(config), args.live_seconds)
+    os.makedirs(args.out, exist_ok=True)
+    text = table(results)
+    print(text)
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write(f"Command: `{results['command']}`  \nMachine: {results['machine']}\n\n{text}\n")
+    plot(results, os.path.join(args.out, "results.png"))
+    log.info("wrote %s/results.json, results.md, results.png", args.out)
+    return 0
