@@ -57,6 +57,7 @@ class SourceConfig:
     max_fps: float | None = None
     stride: int = 1
     realtime: bool = False
+    loop: bool = False
 
 
 @dataclass
@@ -312,7 +313,7 @@ def _triple(r: _Reader, m: dict, key: str, path: str, default: tuple) -> tuple[f
 def _parse_source(r: _Reader, m: Any, path: str, seen: set[str], queue_size: int) -> SourceConfig | None:
     m = r.mapping(m, path)
     r.unknown_keys(m, path, {"id", "uri", "live", "decoder", "thread_count", "queue", "transport", "open_timeout_s",
-                             "read_timeout_s", "reconnect", "max_fps", "stride", "realtime"})
+                             "read_timeout_s", "reconnect", "max_fps", "stride", "realtime", "loop"})
     sid = r.get(m, "id", path, str, required=True)
     if sid is not None:
         if sid in seen:
@@ -353,6 +354,7 @@ def _parse_source(r: _Reader, m: Any, path: str, seen: set[str], queue_size: int
         max_fps=r.get(m, "max_fps", path, float, check=_positive),
         stride=r.get(m, "stride", path, int, 1, check=_positive),
         realtime=r.get(m, "realtime", path, bool, False),
+        loop=r.get(m, "loop", path, bool, False),
     )
 
 

@@ -38,7 +38,8 @@ def _session(model: ModelConfig, tuned: bool) -> ort.InferenceSession:
 
 
 def run_baseline(config: Config, frames: int, tuned: bool = False, live: bool = False,
-                 timeline: list | None = None) -> dict:
+                 timeline: list | None = None, seconds: float = 0.0) -> dict:
+    """Run the baseline on every camera: `frames` each, or in `live` mode for `seconds`."""
     detect_model = config.detect_model()
     classify_stage = next((s for s in config.graph if s.type == "classify"), None)
     cls_model = config.models[classify_stage.options["model"]] if classify_stage else None
@@ -57,6 +58,34 @@ def run_baseline(config: Config, frames: int, tuned: bool = False, live: bool = 
         allowed = [detect_model.labels.index(c) for c in names] if names else None
         min_size = float(classify_stage.options.get("min_size", 24))
 
+    def process(cam: str, seq: int, vf, time_base, rate, arrival: float, pre, cls_pre, decoder, writer) -> None:
+        image = vf.to_ndarray(format="bgr24")
+        tensor, box = pre(image)
+        out = det_session.run(None, {det_session.get_inputs()[0].name: tensor.numpy()[None]})
+        det = decoder.decode(out, 1)[0]
+        det.xyxy = box.to_frame(det.xyxy)
+        frame = Frame(cam, seq, None, time_base, image, arrival, rate=rate, detections=det)
+        if cls_session is not None and cls_pre is not None and len(det):
+            det.ensure_sub_labels()
+            wh = det.xyxy[:, 2:] - det.xyxy[:, :2]
+            for i in range(len(det)):
+                if (allowed is not None and det.class_id[i] not in allowed) or wh[i].min() < min_size:
+                    continue
+                x1, y1, x2, y2 = det.xyxy[i].astype(int)
+                crop, _ = cls_pre(image[max(0, y1):y2, max(0, x1):x2])
+                logits = cls_session.run(None, {cls_session.get_inputs()[0].name: crop.numpy()[None]})[0]
+                ids, scores = classify(logits, cls_model.softmax)  # type: ignore[union-attr]
+                det.sub_class_id[i], det.sub_score[i] = ids[0], scores[0]  # type: ignore[index]
+        draw_detections(image, frame, labels)
+        writer.write(frame)
+        done = time.perf_counter()
+        latency.record(done - arrival)
+        with lock:
+            processed[0] += 1
+            if timeline is not None:
+                timeline.append((done, done - arrival))
+            peak[0] = max(peak[0], thread_count())
+
     def camera(index: int) -> None:
         src = config.sources[index]
         pre = Preprocessor(detect_model)
@@ -64,44 +93,24 @@ def run_baseline(config: Config, frames: int, tuned: bool = False, live: bool = 
         decoder = DetectionDecoder(detect_model)
         writer = VideoWriter(os.path.join(out_dir, f"{src.id}.mp4"), config.outputs.video)
         start = time.perf_counter()
-        with av.open(src.uri) as container:
-            stream = container.streams.video[0]
-            rate = stream.average_rate
-            for seq, vf in enumerate(container.decode(stream)):
-                if seq >= frames:
-                    break
-                arrival = time.perf_counter()
-                if live and vf.pts is not None:
-                    arrival = start + float(vf.pts * stream.time_base)
-                    wait = arrival - time.perf_counter()
-                    if wait > 0:
-                        time.sleep(wait)
-                image = vf.to_ndarray(format="bgr24")
-                tensor, box = pre(image)
-                out = det_session.run(None, {det_session.get_inputs()[0].name: tensor.numpy()[None]})
-                det = decoder.decode(out, 1)[0]
-                det.xyxy = box.to_frame(det.xyxy)
-                frame = Frame(src.id, seq, vf.pts, stream.time_base, image, arrival, rate=rate, detections=det)
-                if cls_session is not None and cls_pre is not None and len(det):
-                    det.ensure_sub_labels()
-                    wh = det.xyxy[:, 2:] - det.xyxy[:, :2]
-                    for i in range(len(det)):
-                        if (allowed is not None and det.class_id[i] not in allowed) or wh[i].min() < min_size:
-                            continue
-                        x1, y1, x2, y2 = det.xyxy[i].astype(int)
-                        crop, _ = cls_pre(image[max(0, y1):y2, max(0, x1):x2])
-                        logits = cls_session.run(None, {cls_session.get_inputs()[0].name: crop.numpy()[None]})[0]
-                        ids, scores = classify(logits, cls_model.softmax)  # type: ignore[union-attr]
-                        det.sub_class_id[i], det.sub_score[i] = ids[0], scores[0]  # type: ignore[index]
-                draw_detections(image, frame, labels)
-                writer.write(frame)
-                done = time.perf_counter()
-                latency.record(done - arrival)
-                with lock:
-                    processed[0] += 1
-                    if timeline is not None:
-                        timeline.append((done, done - arrival))
-                    peak[0] = max(peak[0], thread_count())
+        seq = 0
+        while True:  # live: loop the clip until `seconds` have passed
+            with av.open(src.uri) as container:
+                stream = container.streams.video[0]
+                rate = stream.average_rate or 25
+                for vf in container.decode(stream):
+                    if (not live and seq >= frames) or (live and time.perf_counter() - start >= seconds):
+                        break
+                    arrival = time.perf_counter()
+                    if live:  # the frame arrives at its time and waits in the socket until taken
+                        arrival = start + float(seq / rate)
+                        wait = arrival - time.perf_counter()
+                        if wait > 0:
+                            time.sleep(wait)
+                    process(src.id, seq, vf, stream.time_base, rate, arrival, pre, cls_pre, decoder, writer)
+                    seq += 1
+            if not live or time.perf_counter() - start >= seconds:
+                break
         writer.close()
 
     threads = [threading.Thread(target=camera, args=(i,), name=f"baseline-{i}") for i in range(len(config.sources))]

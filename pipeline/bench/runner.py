@@ -36,7 +36,7 @@ def with_cameras(config: Config, n: int, live: bool = False) -> Config:
     for i in range(n):
         s = replace(base[i % len(base)], id=f"cam{i}")
         if live:
-            s = replace(s, live=True, realtime=True, queue=replace(s.queue, policy="drop_oldest", size=2))
+            s = replace(s, live=True, realtime=True, loop=True, queue=replace(s.queue, policy="drop_oldest", size=2))
         sources.append(s)
     cfg.sources = sources
     return cfg
@@ -63,16 +63,19 @@ def apply_sweep(config: Config, key: str, value: str) -> Config:
     return cfg
 
 
-def run_pipeline(config: Config, frames: int, live: bool = False) -> dict:
+def run_pipeline(config: Config, frames: int, live: bool = False, seconds: float = 0.0) -> dict:
+    """Run the pipeline: `frames` per camera, or in `live` mode for `seconds` then drain."""
     from pipeline.graph import Pipeline
 
     cfg = copy.deepcopy(config)
     cfg.outputs.dir = tempfile.mkdtemp(prefix="bench-pipeline-")
-    p = Pipeline(cfg, max_frames=frames, timeline=live)
+    p = Pipeline(cfg, max_frames=None if live else frames, timeline=live)
     cpu0, t0 = os.times(), time.perf_counter()
     p.start()
     while not p.wait(0.1):
         p.metrics.sample_process()
+        if live and time.perf_counter() - t0 >= seconds:
+            p.stop()
     wall = time.perf_counter() - t0
     cpu1 = os.times()
     p.close()
@@ -116,15 +119,14 @@ def bench_live(config: Config, seconds: float) -> dict:
     fps = [float(_rate(s.uri)) for s in config.sources]
     per_camera = sum(fps) / len(fps)
     cameras = max(len(config.sources), math.ceil(1.5 * limit["limit_fps"] / per_camera))
-    frames = int(seconds * min(fps))
     live_cfg = with_cameras(config, cameras, live=True)
     log.info("live: %d cameras x %.0f fps = %.0f fps offered, limit %.0f fps", cameras, per_camera,
              cameras * per_camera, limit["limit_fps"])
     timeline: list = []
     t0 = time.perf_counter()
-    base = run_baseline(live_cfg, frames, tuned=True, live=True, timeline=timeline)
+    base = run_baseline(live_cfg, 0, tuned=True, live=True, timeline=timeline, seconds=seconds)
     base["p99_over_time"] = percentile_series(timeline, t0)
-    pipe = run_pipeline(live_cfg, frames, live=True)
+    pipe = run_pipeline(live_cfg, 0, live=True, seconds=seconds)
     return {"cameras": cameras, "offered_fps": round(cameras * per_camera, 1), "limit": limit,
             "rows": {"sync baseline, tuned (live)": base, "pipeline (live, drop_oldest)": pipe},
             "p99_ratio": round(pipe["latency"]["p99_ms"] / base["latency"]["p99_ms"], 3)

@@ -216,10 +216,11 @@ class Engine:
             binding = self._bindings[key] = self._bind(key, buf)
         elif self.on_gpu:
             self._device_inputs[key].update_inplace(buf)
-        run_options = ort.RunOptions()
+        run_options = None  # a RunOptions costs ORT a Python exception per run when it has no graph id
         if self.on_gpu and self.model.engine.cuda_graph:
             # one captured graph per bound buffer set (slot x padded batch size): a graph
             # replays fixed addresses, so each binding needs its own
+            run_options = ort.RunOptions()
             graph_id = self._graph_ids.setdefault(key, len(self._graph_ids))
             run_options.add_run_config_entry("gpu_graph_id", str(graph_id))
         self.session.run_with_iobinding(binding, run_options)

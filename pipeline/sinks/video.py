@@ -86,7 +86,7 @@ class VideoWriter:
         if self._container is None:
             self._open(frame, ew, eh)
         yuv = cv2.cvtColor(image, cv2.COLOR_BGR2YUV_I420)
-        vf = av.VideoFrame.from_ndarray(yuv, format="yuv420p")
+        vf = av.VideoFrame.from_numpy_buffer(yuv, format="yuv420p")  # no copy: yuv is ours alone
         vf.pts = self._pts(frame)
         vf.time_base = self._time_base
         assert self._container is not None and self._stream is not None

@@ -65,6 +65,7 @@ class VideoSource:
         self._last_out_pts: int | None = None
         self._connection_pts_base: int | None = None
         self._file_pts0: int | None = None
+        self._pass_pts_base: int | None = None
         self._started_wall = 0.0
         self._min_interval = 1.0 / config.max_fps if config.max_fps else 0.0
         self._last_emit = -1e9
@@ -94,7 +95,7 @@ class VideoSource:
                 self._run_live()
             else:
                 self._state("connecting")
-                self._read_once()
+                self._read_file()
             if self.control.stop.is_set():
                 eos.reason = "stopped"
         except SourceError as e:
@@ -113,15 +114,21 @@ class VideoSource:
         except QueueClosed:
             pass
 
-    def _read_once(self) -> None:
-        container = self._open()
-        try:
-            self._state("streaming")
-            errors = self._pump(container)
-            if errors:
-                self.stats.detail = f"{errors} unreadable packet(s) skipped"
-        finally:
-            container.close()
+    def _read_file(self) -> None:
+        """Read the file once, or over and over with `loop` (timestamps keep increasing)."""
+        errors = 0
+        while True:
+            container = self._open()
+            try:
+                self._state("streaming")
+                self._pass_pts_base = None
+                errors += self._pump(container)
+            finally:
+                container.close()
+            if not self.config.loop or self.control.stop.is_set() or self._done() or self._seq == 0:
+                break
+        if errors:
+            self.stats.detail = f"{errors} unreadable packet(s) skipped"
 
     def _run_live(self) -> None:
         rc = self.config.reconnect
@@ -252,6 +259,8 @@ class VideoSource:
             pts, tb = self._live_pts(vf, time_base), LIVE_TIME_BASE
         else:
             pts, tb = vf.pts, time_base
+            if self.config.loop and pts is not None:
+                pts = self._looped_pts(pts, rate, time_base)
             if self.realtime and pts is not None:
                 self._pace(pts, tb)
                 now = time.perf_counter()
@@ -267,6 +276,15 @@ class VideoSource:
             return
         frame.stamp("preprocess")
         self.put(frame)
+
+    def _looped_pts(self, pts: int, rate: Fraction, time_base: Fraction) -> int:
+        """Each pass over a looped file continues one frame after the previous pass."""
+        if self._pass_pts_base is None:
+            start = 0 if self._last_out_pts is None else self._last_out_pts + max(1, round(1 / (rate * time_base)))
+            self._pass_pts_base = start - pts
+        pts += self._pass_pts_base
+        self._last_out_pts = pts
+        return pts
 
     def _pace(self, pts: int, time_base: Fraction) -> None:
         """Release a file's frames at their presentation time, like a camera would."""
