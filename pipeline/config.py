@@ -58,6 +58,7 @@ class SourceConfig:
     stride: int = 1
     realtime: bool = False
     loop: bool = False
+    options: dict[str, str] = field(default_factory=dict)  # FFmpeg demuxer/protocol options
 
 
 @dataclass
@@ -313,7 +314,7 @@ def _triple(r: _Reader, m: dict, key: str, path: str, default: tuple) -> tuple[f
 def _parse_source(r: _Reader, m: Any, path: str, seen: set[str], queue_size: int) -> SourceConfig | None:
     m = r.mapping(m, path)
     r.unknown_keys(m, path, {"id", "uri", "live", "decoder", "thread_count", "queue", "transport", "open_timeout_s",
-                             "read_timeout_s", "reconnect", "max_fps", "stride", "realtime", "loop"})
+                             "read_timeout_s", "reconnect", "max_fps", "stride", "realtime", "loop", "options"})
     sid = r.get(m, "id", path, str, required=True)
     if sid is not None:
         if sid in seen:
@@ -355,6 +356,7 @@ def _parse_source(r: _Reader, m: Any, path: str, seen: set[str], queue_size: int
         stride=r.get(m, "stride", path, int, 1, check=_positive),
         realtime=r.get(m, "realtime", path, bool, False),
         loop=r.get(m, "loop", path, bool, False),
+        options={str(k): str(v) for k, v in r.mapping(m.get("options"), f"{path}.options").items()},
     )
 
 

@@ -170,3 +170,35 @@ def still_clip(image_bgr: np.ndarray, path: str, frames: int = 3, fps: int = 5) 
         for p in s.encode(None):
             out.mux(p)
     return path
+
+
+def make_slow_model(path: str, size: int = 64, matmuls: int = 6) -> str:
+    """A deliberately slow 'detector' (end-to-end layout, never detects anything): a chain
+    of 64x1024 @ 1024x1024 matrix products, for overload tests."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((64, 1024)).astype(np.float32) * 0.01, "seed")]
+    nodes = [helper.make_node("ReduceMean", ["images"], ["level"], keepdims=0),  # depends on the input:
+             helper.make_node("Mul", ["seed", "level"], ["a0"])]                 # nothing to constant-fold
+    for i in range(matmuls):
+        inits.append(numpy_helper.from_array(rng.standard_normal((1024, 1024)).astype(np.float32) * 0.03, f"w{i}"))
+        nodes.append(helper.make_node("MatMul", [f"a{i}", f"w{i}"], [f"a{i + 1}"]))
+    inits += [numpy_helper.from_array(np.zeros((1, 1, 6), np.float32), "zeros"),
+              numpy_helper.from_array(np.array([1, 2, 3], np.int64), "axes")]
+    nodes += [helper.make_node("ReduceSum", ["images", "axes"], ["per_image"], keepdims=1),  # [b, 1, 1, 1]
+              helper.make_node("ReduceSum", [f"a{matmuls}"], ["total"], keepdims=0),
+              helper.make_node("Mul", ["per_image", "total"], ["mixed"]),
+              helper.make_node("Squeeze", ["mixed", "axes3"], ["mixed3"]),
+              helper.make_node("Mul", ["mixed3", "zeros"], ["output"])]
+    inits.append(numpy_helper.from_array(np.array([3], np.int64), "axes3"))
+    graph = helper.make_graph(
+        nodes, "slow",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["batch", 3, size, size])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 1, 6])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return path

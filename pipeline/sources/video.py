@@ -169,8 +169,12 @@ class VideoSource:
     def _open(self) -> av.container.InputContainer:
         cfg = self.config
         options: dict[str, str] = {}
+        if cfg.live and "://" in cfg.uri:
+            # no demuxer-side buffering and a short probe: the first frame comes ~1 s sooner
+            options.update(fflags="nobuffer", analyzeduration="500000")
         if cfg.uri.startswith(("rtsp://", "rtsps://")):
             options["rtsp_transport"] = cfg.transport
+        options.update(cfg.options)
         try:
             container = av.open(cfg.uri, options=options, timeout=(cfg.open_timeout_s, cfg.read_timeout_s))
         except Exception as e:

@@ -1,0 +1,49 @@
+"""A real RTSP server for the tests: Debian's GStreamer RTSP server, run with the system
+python3 (it needs `gi`). Serves `/cam` on 127.0.0.1 and prints the URL once ready.
+
+    /usr/bin/python3 rtsp_server.py --port 0 --pattern ball --size 320x240 --fps 15
+    /usr/bin/python3 rtsp_server.py --file clip.mp4          (H.264 MP4, real-time pace)
+"""
+import argparse
+import sys
+
+import gi
+
+gi.require_version("Gst", "1.0")
+gi.require_version("GstRtspServer", "1.0")
+from gi.repository import GLib, Gst, GstRtspServer  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--file")
+    ap.add_argument("--pattern", default="ball")
+    ap.add_argument("--size", default="320x240")
+    ap.add_argument("--fps", type=int, default=15)
+    args = ap.parse_args()
+    Gst.init(None)
+    if args.file:
+        launch = f"( filesrc location={args.file} ! qtdemux ! h264parse ! rtph264pay name=pay0 pt=96 config-interval=1 )"
+    else:
+        w, h = args.size.split("x")
+        launch = (f"( videotestsrc is-live=true pattern={args.pattern} ! video/x-raw,width={w},height={h},"
+                  f"framerate={args.fps}/1 ! videoconvert ! x264enc tune=zerolatency speed-preset=ultrafast "
+                  f"key-int-max={args.fps} ! rtph264pay name=pay0 pt=96 config-interval=1 )")
+    server = GstRtspServer.RTSPServer()
+    server.set_address("127.0.0.1")
+    server.set_service(str(args.port))
+    factory = GstRtspServer.RTSPMediaFactory()
+    factory.set_launch(launch)
+    factory.set_shared(True)
+    server.get_mount_points().add_factory("/cam", factory)
+    if server.attach(None) == 0:
+        print(f"cannot bind 127.0.0.1:{args.port}", file=sys.stderr, flush=True)
+        return 1
+    print(f"rtsp://127.0.0.1:{server.get_bound_port()}/cam", flush=True)
+    GLib.MainLoop().run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
