@@ -18,7 +18,7 @@ POLICIES = ("block", "drop_oldest")
 LETTERBOX_MODES = ("top_left", "center", "stretch", "center_crop")
 ENGINE_MODES = ("auto", "async", "thread")
 PROVIDERS = ("cpu", "cuda", "tensorrt")
-STAGE_TYPES = ("detect", "classify", "annotate")
+STAGE_TYPES = ("detect", "track", "classify", "analytics", "annotate")
 
 
 class ConfigError(Exception):
@@ -466,6 +466,11 @@ def _parse_graph(r: _Reader, value: Any, models: dict[str, ModelConfig]) -> list
         stages.append(StageConfig(stype, options, f"{path}.{stype}"))
     if stages and stages[0].type != "detect":
         r.problem("graph[0]", "the first stage must be 'detect'")
+    types = [s.type for s in stages]
+    for i, sc in enumerate(stages):
+        needs_track = sc.type == "analytics" or (sc.type == "classify" and sc.options.get("per_track"))
+        if needs_track and "track" not in types[:i]:
+            r.problem(sc.path, "needs a track stage before it (it works on track ids)")
     return stages
 
 

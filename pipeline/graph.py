@@ -27,14 +27,16 @@ from pipeline.runtime.stage import RunControl, Stage
 from pipeline.runtime.threads import ThreadPlan, plan_threads
 from pipeline.sinks.stage import SinkStage
 from pipeline.sources.video import VideoSource
+from pipeline.stages.analytics import AnalyticsStage
 from pipeline.stages.annotate import AnnotateStage, Labels
 from pipeline.stages.classify import ClassifyStage
 from pipeline.stages.detect import DetectStage
 from pipeline.stages.preprocess import Preprocessor
+from pipeline.stages.track import TrackStage
 
 log = logging.getLogger("pipeline.graph")
 
-_STAGE_THREADS = {"detect": 2, "classify": 2, "annotate": 1}
+_STAGE_THREADS = {"detect": 2, "track": 1, "classify": 2, "analytics": 1, "annotate": 1}
 
 
 class Pipeline:
@@ -107,6 +109,8 @@ class Pipeline:
             if sc.type == "classify":
                 secondary = cfg.models[sc.options["model"]].labels
         labels = Labels(detect_model.labels, secondary)
+        cameras = [s.id for s in cfg.sources]
+        overlays = []
         for sc in cfg.graph:
             if sc.type == "detect":
                 if self.stages:
@@ -117,10 +121,15 @@ class Pipeline:
                 model = cfg.models[sc.options["model"]]
                 stage = ClassifyStage(f"classify.{model.name}", model, self._engine(model.name), detect_model.labels,
                                       sc.options, sc.path, self.metrics, self.control, q)
+            elif sc.type == "track":
+                stage = TrackStage("track", sc.options, sc.path, self.metrics, self.control, q)
+            elif sc.type == "analytics":
+                stage = AnalyticsStage("analytics", sc.options, sc.path, detect_model.labels, cameras, self.metrics,
+                                       self.control, q)
+                overlays.append(stage.overlay)
             else:
-                stage = AnnotateStage("annotate", labels, self.metrics, self.control, q)
+                stage = AnnotateStage("annotate", labels, self.metrics, self.control, q, overlays)
             self.stages.append(stage)
-        cameras = [s.id for s in cfg.sources]
         self.sink = SinkStage(cfg.outputs, cameras, labels, self.metrics, self.control, self.plan.sink_workers, q)
         for a, b in zip(self.stages, self.stages[1:]):
             a.emit = b.input.put

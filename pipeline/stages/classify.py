@@ -42,6 +42,7 @@ class _TrackLabel:
     votes: dict[int, float] = field(default_factory=lambda: defaultdict(float))
     last_seq: int = -10**9
     last_area: float = 0.0
+    waiting: list[tuple[_Pending, int]] = field(default_factory=list)
 
     def best(self) -> tuple[int, float]:
         cls = max(self.votes, key=self.votes.__getitem__)
@@ -65,7 +66,7 @@ class ClassifyStage(Stage):
         self.min_size = float(options.get("min_size", 24))
         self.margin = float(options.get("margin", 0.0))
         self.per_track = bool(options.get("per_track", False))
-        self.reclassify_interval = int(options.get("reclassify_interval", 30))
+        self.reclassify_interval = int(options.get("reclassify_interval", 15))
         self.regrow = float(options.get("regrow", 2.0))
         if problems:
             raise ConfigError(problems)
@@ -122,16 +123,16 @@ class ClassifyStage(Stage):
     def _take(self, frame: Frame) -> None:
         t0 = time.perf_counter()
         frame.stamps[self.name] = t0
+        pending = _Pending(frame, 1)  # the 1 is this method's hold: released at the end
         try:
             rows = self._selected(frame)
             det = frame.detections
             if len(rows):
                 assert det is not None
                 det.ensure_sub_labels()
-                rows = self._rows_to_classify(frame, rows)
-            pending = _Pending(frame, len(rows))
-            if not len(rows):
-                self.completions.put(("ready", frame, None))
+                rows = self._rows_to_classify(frame, rows, pending)
+            with self._lock:
+                pending.remaining += len(rows)
             for r in rows:
                 assert det is not None
                 crop = self._crop(frame.image, det.xyxy[r])
@@ -145,35 +146,49 @@ class ClassifyStage(Stage):
                     self._flush()
         except Exception as e:
             contain(self.metrics, self.name, frame, e)
+        if self._release(pending):
             self.completions.put(("ready", frame, None))
         self.metrics.stage_busy(self.name, time.perf_counter() - t0)
 
-    def _rows_to_classify(self, frame: Frame, rows: np.ndarray) -> np.ndarray:
-        """With per-track classification, only new tracks, stale labels and grown boxes;
-        the others get their track's smoothed label right away."""
+    def _release(self, pending: _Pending) -> bool:
+        """One awaited label (or the hold) is done; True when the frame has all it waits for."""
+        with self._lock:
+            pending.remaining -= 1
+            return pending.remaining == 0
+
+    def _rows_to_classify(self, frame: Frame, rows: np.ndarray, pending: _Pending) -> np.ndarray:
+        """With per-track classification: only rows of confirmed tracks that are new, whose
+        label is stale or whose box grew; the others get their track's smoothed label at
+        once, or, while the track's first classification is in flight, wait for it.
+        Tentative rows (no track id yet) wait for their track to be confirmed."""
         det = frame.detections
         if not self.per_track or det is None or det.track_id is None:
             return rows
         tracks = self._tracks[frame.camera]
+        saved = self.metrics.engines[self.model.name]
         chosen = []
         for r in rows:
             tid = int(det.track_id[r])
+            if tid < 0:
+                continue
             x1, y1, x2, y2 = det.xyxy[r]
             area = float((x2 - x1) * (y2 - y1))
-            state = tracks.get(tid)
             with self._lock:
-                due = (tid < 0 or state is None or not state.votes
-                       or frame.seq - state.last_seq >= self.reclassify_interval
+                state = tracks.get(tid)
+                due = (state is None or frame.seq - state.last_seq >= self.reclassify_interval
                        or area > self.regrow * max(state.last_area, 1.0))
                 if due:
+                    state = tracks.setdefault(tid, _TrackLabel())
+                    state.last_seq, state.last_area = frame.seq, area
                     chosen.append(r)
-                    if tid >= 0:
-                        state = tracks.setdefault(tid, _TrackLabel())
-                        state.last_seq, state.last_area = frame.seq, area
-                else:
-                    assert state is not None and det.sub_class_id is not None and det.sub_score is not None
+                    continue
+                if state.votes:
+                    assert det.sub_class_id is not None and det.sub_score is not None
                     det.sub_class_id[r], det.sub_score[r] = state.best()
-                    self.metrics.engines[self.model.name].calls_saved += 1
+                else:  # its first classification is in flight: this row gets that label too
+                    state.waiting.append((pending, int(r)))
+                    pending.remaining += 1
+                saved.calls_saved += 1
         return np.asarray(chosen, np.int64)
 
     def _crop(self, image: np.ndarray, box: np.ndarray) -> np.ndarray:
@@ -236,17 +251,22 @@ class ClassifyStage(Stage):
             scores = np.concatenate([p[1] for p in parts])
         ready = []
         for (pending, row, tid), cls, score in zip(refs, ids, scores):
-            det = pending.frame.detections
-            assert det is not None and det.sub_class_id is not None and det.sub_score is not None
-            if cls >= 0 and tid is not None and tid >= 0 and self.per_track:
+            labelled = [(pending, row)]
+            if tid is not None and tid >= 0 and self.per_track:
                 with self._lock:
                     state = self._tracks[pending.frame.camera].setdefault(tid, _TrackLabel())
-                    state.votes[int(cls)] += float(score)
-                    cls, score = state.best()
-            det.sub_class_id[row], det.sub_score[row] = cls, score
-            pending.remaining -= 1
-            if pending.remaining == 0:
-                ready.append(pending.frame)
+                    if cls >= 0:
+                        state.votes[int(cls)] += float(score)
+                    if state.votes:
+                        cls, score = state.best()
+                    labelled += state.waiting
+                    state.waiting = []
+            for p, r in labelled:
+                det = p.frame.detections
+                assert det is not None and det.sub_class_id is not None and det.sub_score is not None
+                det.sub_class_id[r], det.sub_score[r] = cls, score
+                if self._release(p):
+                    ready.append(p.frame)
         self.metrics.stage_busy(f"{self.name}.attach", time.perf_counter() - t0, len(refs))
         return ready
 
