@@ -22,7 +22,7 @@ from pipeline.decoders.layouts import DetectionDecoder
 from pipeline.engines.engine import Engine
 from pipeline.engines.pool import WorkerPool
 from pipeline.engines.session import ModelError
-from pipeline.metrics.registry import Metrics, thread_count
+from pipeline.metrics.registry import EngineStats, Metrics, thread_count
 from pipeline.runtime.stage import RunControl, Stage
 from pipeline.runtime.threads import ThreadPlan, plan_threads
 from pipeline.sinks.stage import SinkStage
@@ -70,6 +70,7 @@ class Pipeline:
                             self.shared_pool if p.shared else None)
             self.engines[name] = engine
             self._warm_up(model, engine)
+            engine.stats = self.metrics.engines[name] = EngineStats(provider=engine.stats.provider)  # not the warm-up
             log.info(engine.describe())
         return self.engines[name]
 

@@ -66,7 +66,7 @@ class Metrics:
     def __init__(self, timeline: bool = False) -> None:
         self.started = time.monotonic()
         self.timeline: list[tuple[float, float]] | None = [] if timeline else None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # counters update under it and may create their camera
         self.cameras: dict[str, CameraStats] = {}
         self.stages: dict[str, StageStats] = defaultdict(StageStats)
         self.engines: dict[str, EngineStats] = defaultdict(EngineStats)

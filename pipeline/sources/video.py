@@ -89,7 +89,7 @@ class VideoSource:
     # -- the thread ---------------------------------------------------------------------
     def _run(self) -> None:
         eos = EndOfStream(self.camera, "eof")
-        self._started_wall = time.monotonic()
+        self._started_wall = time.perf_counter()
         try:
             if self.config.live and "://" in self.config.uri:
                 self._run_live()
@@ -266,8 +266,9 @@ class VideoSource:
             if self.config.loop and pts is not None:
                 pts = self._looped_pts(pts, rate, time_base)
             if self.realtime and pts is not None:
-                self._pace(pts, tb)
-                now = time.perf_counter()
+                # a paced file plays a camera: its frame "arrives" at its time even when we
+                # get to it late (a real camera's frames wait in the socket meanwhile)
+                now = min(time.perf_counter(), self._pace(pts, tb))
         image = vf.to_ndarray(format="bgr24", threads=1)  # swscale would start its own pool per camera
         frame = Frame(camera=self.camera, seq=seq, pts=pts, time_base=tb, image=image, t_capture=now, rate=rate)
         frame.stamps["capture"] = now
@@ -290,17 +291,19 @@ class VideoSource:
         self._last_out_pts = pts
         return pts
 
-    def _pace(self, pts: int, time_base: Fraction) -> None:
-        """Release a file's frames at their presentation time, like a camera would."""
+    def _pace(self, pts: int, time_base: Fraction) -> float:
+        """Wait until the frame's presentation time, like a camera; returns that time."""
         if self._file_pts0 is None:
             self._file_pts0 = pts
-        delay = self._started_wall + float((pts - self._file_pts0) * time_base) - time.monotonic()
+        due = self._started_wall + float((pts - self._file_pts0) * time_base)
+        delay = due - time.perf_counter()
         if delay > 0:
             self.control.stop.wait(delay)
+        return due
 
     def _live_pts(self, vf: av.VideoFrame, time_base: Fraction) -> int:
         """A continuous 1/90000 timeline across reconnects and camera clock resets."""
-        wall = round((time.monotonic() - self._started_wall) / LIVE_TIME_BASE)
+        wall = round((time.perf_counter() - self._started_wall) / LIVE_TIME_BASE)
         if vf.pts is None:
             pts = wall
         else:

@@ -42,7 +42,8 @@ class _TrackLabel:
     votes: dict[int, float] = field(default_factory=lambda: defaultdict(float))
     last_seq: int = -10**9
     last_area: float = 0.0
-    waiting: list[tuple[_Pending, int]] = field(default_factory=list)
+    inflight: int = 0  # crops of this track submitted and not yet labelled
+    waiting: list[tuple[_Pending, int]] = field(default_factory=list)  # rows waiting for those
 
     def best(self) -> tuple[int, float]:
         cls = max(self.votes, key=self.votes.__getitem__)
@@ -74,7 +75,7 @@ class ClassifyStage(Stage):
         # Results are bounded by the engine's credits; frames without crops pass here too.
         self.completions: BoundedQueue = BoundedQueue(f"{name}.done", engine.max_inflight + 8, "block")
         self._crops: list[np.ndarray] = []
-        self._refs: list[tuple[_Pending, int, int | None]] = []  # (frame, row, track id)
+        self._refs: list[tuple[_Pending, int, _TrackLabel | None]] = []  # (frame, row, its track's label)
         self._first_crop_at = 0.0
         self._tracks: dict[str, dict[int, _TrackLabel]] = defaultdict(dict)
         self._lock = threading.Lock()
@@ -127,21 +128,26 @@ class ClassifyStage(Stage):
         try:
             rows = self._selected(frame)
             det = frame.detections
+            chosen: list[tuple[int, _TrackLabel | None]] = []
             if len(rows):
                 assert det is not None
                 det.ensure_sub_labels()
-                rows = self._rows_to_classify(frame, rows, pending)
-            with self._lock:
-                pending.remaining += len(rows)
-            for r in rows:
+                chosen = self._rows_to_classify(frame, rows, pending)
+            for r, state in chosen:
                 assert det is not None
-                crop = self._crop(frame.image, det.xyxy[r])
-                tensor, _ = self.preprocess(crop)
+                try:
+                    tensor, _ = self.preprocess(self._crop(frame.image, det.xyxy[r]))
+                except Exception as e:  # this crop only: the frame's other rows go on
+                    contain(self.metrics, self.name, frame, e)
+                    continue
+                with self._lock:
+                    pending.remaining += 1
+                    if state is not None:
+                        state.inflight += 1
                 if not self._crops:
                     self._first_crop_at = time.perf_counter()
                 self._crops.append(tensor)
-                tid = int(det.track_id[r]) if det.track_id is not None else None
-                self._refs.append((pending, int(r), tid))
+                self._refs.append((pending, r, state))
                 if len(self._crops) >= self.model.batching.max_batch:
                     self._flush()
         except Exception as e:
@@ -156,14 +162,16 @@ class ClassifyStage(Stage):
             pending.remaining -= 1
             return pending.remaining == 0
 
-    def _rows_to_classify(self, frame: Frame, rows: np.ndarray, pending: _Pending) -> np.ndarray:
-        """With per-track classification: only rows of confirmed tracks that are new, whose
-        label is stale or whose box grew; the others get their track's smoothed label at
-        once, or, while the track's first classification is in flight, wait for it.
-        Tentative rows (no track id yet) wait for their track to be confirmed."""
+    def _rows_to_classify(self, frame: Frame, rows: np.ndarray,
+                          pending: _Pending) -> list[tuple[int, _TrackLabel | None]]:
+        """The rows to crop, each with its track's label state. With per-track
+        classification: only rows of confirmed tracks that are new, whose label is stale or
+        whose box grew; the others get their track's smoothed label at once or, while the
+        track's first classification is in flight, wait for it. Tentative rows (no track id
+        yet) wait for their track to be confirmed."""
         det = frame.detections
         if not self.per_track or det is None or det.track_id is None:
-            return rows
+            return [(int(r), None) for r in rows]
         tracks = self._tracks[frame.camera]
         saved = self.metrics.engines[self.model.name]
         chosen = []
@@ -174,13 +182,12 @@ class ClassifyStage(Stage):
             x1, y1, x2, y2 = det.xyxy[r]
             area = float((x2 - x1) * (y2 - y1))
             with self._lock:
-                state = tracks.get(tid)
-                due = (state is None or frame.seq - state.last_seq >= self.reclassify_interval
+                state = tracks.setdefault(tid, _TrackLabel())
+                due = ((not state.votes and not state.inflight) or frame.seq - state.last_seq >= self.reclassify_interval
                        or area > self.regrow * max(state.last_area, 1.0))
                 if due:
-                    state = tracks.setdefault(tid, _TrackLabel())
                     state.last_seq, state.last_area = frame.seq, area
-                    chosen.append(r)
+                    chosen.append((int(r), state))
                     continue
                 if state.votes:
                     assert det.sub_class_id is not None and det.sub_score is not None
@@ -189,7 +196,7 @@ class ClassifyStage(Stage):
                     state.waiting.append((pending, int(r)))
                     pending.remaining += 1
                 saved.calls_saved += 1
-        return np.asarray(chosen, np.int64)
+        return chosen
 
     def _crop(self, image: np.ndarray, box: np.ndarray) -> np.ndarray:
         x1, y1, x2, y2 = box
@@ -238,7 +245,8 @@ class ClassifyStage(Stage):
         except QueueClosed:
             return
 
-    def _attach(self, refs: list[tuple[_Pending, int, int | None]], result: Chunks | BaseException) -> list[Frame]:
+    def _attach(self, refs: list[tuple[_Pending, int, _TrackLabel | None]],
+                result: Chunks | BaseException) -> list[Frame]:
         t0 = time.perf_counter()
         if isinstance(result, BaseException):
             for pending, _, _ in {id(p): (p, 0, None) for p, _, _ in refs}.values():
@@ -250,16 +258,16 @@ class ClassifyStage(Stage):
             ids = np.concatenate([p[0] for p in parts])
             scores = np.concatenate([p[1] for p in parts])
         ready = []
-        for (pending, row, tid), cls, score in zip(refs, ids, scores):
+        for (pending, row, state), cls, score in zip(refs, ids, scores):
             labelled = [(pending, row)]
-            if tid is not None and tid >= 0 and self.per_track:
+            if state is not None:
                 with self._lock:
-                    state = self._tracks[pending.frame.camera].setdefault(tid, _TrackLabel())
+                    state.inflight -= 1
                     if cls >= 0:
                         state.votes[int(cls)] += float(score)
                     if state.votes:
                         cls, score = state.best()
-                    labelled += state.waiting
+                    labelled += state.waiting  # released even when this classification failed
                     state.waiting = []
             for p, r in labelled:
                 det = p.frame.detections

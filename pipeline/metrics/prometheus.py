@@ -1,0 +1,97 @@
+"""Prometheus endpoint (`metrics.prometheus_port`): the same snapshot as the JSON report,
+read at scrape time, under standard names (`_total` counters, seconds, per-camera /
+per-stage / per-model labels), served by the `prometheus-client` library.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+Snapshot = Callable[[], dict]
+_QUANTILES = (("0.5", "p50_ms"), ("0.95", "p95_ms"), ("0.99", "p99_ms"))
+
+
+class SnapshotCollector:
+    def __init__(self, snapshot: Snapshot):
+        self.snapshot = snapshot
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.snapshot()
+        cams = s["cameras"]
+
+        def counter(name: str, doc: str, labels: list[str], rows) -> CounterMetricFamily:
+            m = CounterMetricFamily(name, doc, labels=labels)
+            for values, v in rows:
+                m.add_metric(values, v)
+            return m
+
+        def gauge(name: str, doc: str, labels: list[str], rows) -> GaugeMetricFamily:
+            m = GaugeMetricFamily(name, doc, labels=labels)
+            for values, v in rows:
+                if v is not None:
+                    m.add_metric(values, v)
+            return m
+
+        yield counter("pipeline_camera_frames_in", "Frames decoded per camera", ["camera"],
+                      [([c], v["frames_in"]) for c, v in cams.items()])
+        yield counter("pipeline_camera_frames_processed", "Frames written by the sinks per camera", ["camera"],
+                      [([c], v["processed"]) for c, v in cams.items()])
+        yield counter("pipeline_camera_frames_dropped", "Frames dropped per camera and reason", ["camera", "reason"],
+                      [([c, r], n) for c, v in cams.items() for r, n in v["dropped"].items()])
+        yield counter("pipeline_camera_errors", "Frame errors per camera", ["camera"],
+                      [([c], v["errors"]) for c, v in cams.items()])
+        yield counter("pipeline_camera_reconnects", "Reconnects of live cameras", ["camera"],
+                      [([c], v["reconnects"]) for c, v in cams.items()])
+        yield counter("pipeline_camera_downtime_seconds", "Time live cameras were disconnected", ["camera"],
+                      [([c], v["downtime_s"]) for c, v in cams.items()])
+        yield gauge("pipeline_camera_fps", "Output frame rate per camera", ["camera"],
+                    [([c], v["fps"]) for c, v in cams.items()])
+        yield gauge("pipeline_camera_state", "1 for the camera's current health state", ["camera", "state"],
+                    [([c, v["state"]], 1) for c, v in cams.items()])
+        yield gauge("pipeline_camera_latency_seconds", "End-to-end latency quantiles per camera",
+                    ["camera", "quantile"],
+                    [([c, q], None if v["latency"][k] is None else v["latency"][k] / 1000)
+                     for c, v in cams.items() for q, k in _QUANTILES])
+        yield counter("pipeline_analytics_events", "Line crossings and zone entries/exits",
+                      ["camera", "name", "event", "class"],
+                      [([c, *key.split(".", 2)], n) for c, v in cams.items() for key, n in v["counts"].items()
+                       if key.count(".") >= 2])
+        yield counter("pipeline_stage_items", "Items handled per stage", ["stage"],
+                      [([k], v["items"]) for k, v in s["stages"].items()])
+        yield counter("pipeline_stage_busy_seconds", "Busy time per stage", ["stage"],
+                      [([k], v["busy_s"]) for k, v in s["stages"].items()])
+        yield gauge("pipeline_queue_depth", "Items waiting per queue", ["queue"],
+                    [([k], v["depth"]) for k, v in s["queues"].items()])
+        yield counter("pipeline_queue_dropped", "Items dropped per queue", ["queue"],
+                      [([k], v["dropped"]) for k, v in s["queues"].items()])
+        engines = s["engines"]
+        yield counter("pipeline_engine_batches", "Batches run per model", ["model"],
+                      [([k], v["batches"]) for k, v in engines.items()])
+        yield counter("pipeline_engine_items", "Items inferred per model", ["model"],
+                      [([k], v["items"]) for k, v in engines.items()])
+        yield counter("pipeline_engine_calls_saved", "Classifications skipped thanks to tracking", ["model"],
+                      [([k], v["calls_saved"]) for k, v in engines.items()])
+        yield gauge("pipeline_engine_mean_batch", "Mean batch size per model", ["model"],
+                    [([k], v["mean_batch"]) for k, v in engines.items()])
+        yield gauge("pipeline_engine_inference_seconds", "Batch inference time quantiles per model",
+                    ["model", "quantile"],
+                    [([k, q], None if v["infer"][key] is None else v["infer"][key] / 1000)
+                     for k, v in engines.items() for q, key in _QUANTILES])
+        yield gauge("pipeline_process_cpu_percent", "Process CPU use (100 = one core)", [],
+                    [([], s["cpu_percent"])])
+        yield gauge("pipeline_process_threads", "Threads of the process", [], [([], s["threads"])])
+        yield counter("pipeline_frames_processed", "Frames written, all cameras", [], [([], s["processed"])])
+
+
+class PrometheusExporter:
+    def __init__(self, snapshot: Snapshot, port: int, addr: str = "127.0.0.1"):
+        self.registry = CollectorRegistry()
+        self.registry.register(SnapshotCollector(snapshot))  # type: ignore[arg-type]
+        self._server, self._thread = start_http_server(port, addr=addr, registry=self.registry)
+        self.port = self._server.server_port
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

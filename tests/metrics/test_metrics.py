@@ -1,0 +1,84 @@
+"""Histograms, counters, and the Prometheus endpoint of a real run scraped over HTTP."""
+from __future__ import annotations
+
+import re
+import time
+import urllib.request
+
+import pytest
+
+from conftest import detector_model
+from pipeline.metrics.histogram import Histogram
+from pipeline.metrics.registry import Metrics
+
+
+def test_histogram_percentiles_are_within_a_few_percent():
+    h = Histogram()
+    for ms in range(1, 101):
+        h.record(ms / 1000)
+    assert h.percentile(50) == pytest.approx(0.050, rel=0.06)
+    assert h.percentile(99) == pytest.approx(0.099, rel=0.06)
+    assert h.percentile(100) == pytest.approx(0.100, rel=1e-9)  # capped at the true maximum
+    assert Histogram().percentile(50) is None
+
+
+def test_histograms_merge_by_adding_counts():
+    a, b = Histogram(), Histogram()
+    a.record(0.01)
+    b.record(1.0)
+    a.merge(b)
+    assert a.count == 2 and a.max == 1.0
+
+
+def test_counters_create_their_camera_on_first_use():
+    m = Metrics()
+    m.frame_in("new")
+    m.drop("other", "queue_full")
+    m.error("third")
+    snap = m.snapshot()
+    assert snap["cameras"]["new"]["frames_in"] == 1
+    assert snap["cameras"]["other"]["dropped"] == {"queue_full": 1}
+    assert snap["cameras"]["third"]["errors"] == 1
+
+
+def scrape(port: int) -> dict[str, float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    values = {}
+    for line in text.splitlines():
+        m = re.match(r"^([a-z_]+(?:\{[^}]*\})?) ([0-9.eE+-]+)$", line)
+        if m:
+            values[m.group(1)] = float(m.group(2))
+    return values
+
+
+def test_prometheus_endpoint_serves_the_report_numbers(tmp_path, sample_path, model_path, write_config):
+    from pipeline.config import load_config
+    from pipeline.graph import Pipeline
+    from pipeline.metrics.prometheus import PrometheusExporter
+
+    cfg = {"sources": [{"id": "street", "uri": sample_path("bikes.mp4"), "realtime": True}],
+           "models": {"det": detector_model(model_path)}, "graph": [{"detect": {"model": "det"}}],
+           "outputs": {"dir": str(tmp_path / "out")}}
+    p = Pipeline(load_config(write_config(cfg)), max_frames=40)
+    exporter = PrometheusExporter(p.snapshot, 0)
+    try:
+        p.start()
+        while p.metrics.camera("street").processed < 5:
+            time.sleep(0.05)
+        during = scrape(exporter.port)
+        assert during['pipeline_camera_state{camera="street",state="streaming"}'] == 1
+        assert during['pipeline_camera_frames_processed_total{camera="street"}'] >= 5
+        assert p.wait(60)
+        p.close()
+        after = scrape(exporter.port)
+    finally:
+        exporter.close()
+    report = p.snapshot()
+    cam = report["cameras"]["street"]
+    assert after['pipeline_camera_frames_processed_total{camera="street"}'] == cam["processed"] == 40
+    assert after['pipeline_camera_frames_in_total{camera="street"}'] == cam["frames_in"]
+    assert after['pipeline_engine_batches_total{model="det"}'] == report["engines"]["det"]["batches"]
+    assert after['pipeline_engine_items_total{model="det"}'] == 40
+    assert after['pipeline_camera_latency_seconds{camera="street",quantile="0.99"}'] == pytest.approx(
+        cam["latency"]["p99_ms"] / 1000)
+    assert after['pipeline_camera_state{camera="street",state="ended"}'] == 1
