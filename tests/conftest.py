@@ -14,6 +14,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 
 def _find(kind: str, name: str) -> Path:
@@ -156,21 +157,12 @@ def run_pipeline(config: dict, write_config, output_dir: str, max_frames: int | 
 
 def still_clip(image_bgr: np.ndarray, path: str, frames: int = 3, fps: int = 5) -> str:
     """A short H.264 clip of one still picture."""
+    from synthetic import Mover, render
+
     h, w = image_bgr.shape[:2]
     image_bgr = image_bgr[: h - h % 2, : w - w % 2]
-    with av.open(path, "w") as out:
-        s = out.add_stream("libx264", rate=fps)
-        s.width, s.height, s.pix_fmt = image_bgr.shape[1], image_bgr.shape[0], "yuv420p"
-        s.options = {"crf": "12"}
-        for i in range(frames):
-            vf = av.VideoFrame.from_ndarray(image_bgr, format="bgr24").reformat(format="yuv420p")
-            vf.pts = i
-            for p in s.encode(vf):
-                out.mux(p)
-        for p in s.encode(None):
-            out.mux(p)
+    render([Mover(image_bgr, (0, 0), (0, 0))], path, frames, (image_bgr.shape[1], image_bgr.shape[0]), fps)
     return path
-
 
 def make_slow_model(path: str, size: int = 64, matmuls: int = 6) -> str:
     """A deliberately slow 'detector' (end-to-end layout, never detects anything): a chain

@@ -39,7 +39,20 @@ def contain(metrics: Metrics, stage: str, frame: Frame, error: BaseException) ->
     log.warning("camera %s frame %d: %s", frame.camera, frame.seq, message)
 
 
-class Stage:
+class Threaded:
+    """Something that runs on threads of its own: joinable, and alive while any runs."""
+
+    _threads: list[threading.Thread]
+
+    def join(self, timeout: float | None = None) -> None:
+        for t in self._threads:
+            t.join(timeout)
+
+    def alive(self) -> bool:
+        return any(t.is_alive() for t in self._threads)
+
+
+class Stage(Threaded):
     """One worker thread over a bounded input queue; subclasses implement `process`."""
 
     name = "stage"
@@ -88,13 +101,6 @@ class Stage:
             out = [item]
         self.metrics.stage_busy(self.name, time.perf_counter() - t0)
         return out
-
-    def join(self, timeout: float | None = None) -> None:
-        for t in self._threads:
-            t.join(timeout)
-
-    def alive(self) -> bool:
-        return any(t.is_alive() for t in self._threads)
 
     def close(self) -> None:
         """Release what the stage holds (engines, files) once its threads are done."""

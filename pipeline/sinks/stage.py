@@ -16,7 +16,7 @@ from pipeline.config import OutputsConfig
 from pipeline.frames import EndOfStream, Frame, Item
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.queues import BoundedQueue, QueueClosed
-from pipeline.runtime.stage import RunControl, contain
+from pipeline.runtime.stage import RunControl, Threaded, contain
 from pipeline.sinks.jsonl import JsonlWriter, frame_record
 from pipeline.sinks.video import VideoWriter
 from pipeline.stages.annotate import Labels
@@ -24,7 +24,7 @@ from pipeline.stages.annotate import Labels
 log = logging.getLogger("pipeline.sink")
 
 
-class SinkStage:
+class SinkStage(Threaded):
     name = "sink"
 
     def __init__(self, outputs: OutputsConfig, cameras: list[str], labels: Labels, metrics: Metrics,
@@ -132,13 +132,6 @@ class SinkStage:
                 if self._shared_jsonl is not None:
                     self._shared_jsonl.close()
                 self.done.set()
-
-    def join(self, timeout: float | None = None) -> None:
-        for t in self._threads:
-            t.join(timeout)
-
-    def alive(self) -> bool:
-        return any(t.is_alive() for t in self._threads)
 
     def close(self) -> None:
         for q in self.queues:

@@ -14,19 +14,18 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import numpy as np
 
 from pipeline.config import ConfigError, ModelConfig
 from pipeline.decoders.layouts import classify
 from pipeline.engines.engine import Chunks, Engine
-from pipeline.frames import EndOfStream, Frame, Item
+from pipeline.frames import EndOfStream, Frame
 from pipeline.metrics.registry import Metrics
-from pipeline.runtime.queues import BoundedQueue, QueueClosed
-from pipeline.runtime.stage import RunControl, Stage, contain
+from pipeline.runtime.queues import QueueClosed
+from pipeline.runtime.stage import RunControl, contain
+from pipeline.stages.inference import InferenceStage
 from pipeline.stages.preprocess import Preprocessor
-from pipeline.stages.reorder import Reorderer
 
 
 @dataclass
@@ -50,12 +49,11 @@ class _TrackLabel:
         return cls, self.votes[cls] / sum(self.votes.values())
 
 
-class ClassifyStage(Stage):
+class ClassifyStage(InferenceStage):
     def __init__(self, name: str, model: ModelConfig, engine: Engine, detector_labels: list[str], options: dict,
                  path: str, metrics: Metrics, control: RunControl, queue_size: int):
-        super().__init__(name, metrics, control, queue_size)
+        super().__init__(name, engine, metrics, control, queue_size, pass_through_room=8)
         self.model = model
-        self.engine = engine
         known = {"model", "classes", "min_size", "margin", "per_track", "reclassify_interval", "regrow"}
         problems = [f"{path}.{k}: unknown option (known: {', '.join(sorted(known))})" for k in options if k not in known]
         classes = options.get("classes")
@@ -72,23 +70,14 @@ class ClassifyStage(Stage):
         if problems:
             raise ConfigError(problems)
         self.preprocess = Preprocessor(model)
-        # Results are bounded by the engine's credits; frames without crops pass here too.
-        self.completions: BoundedQueue = BoundedQueue(f"{name}.done", engine.max_inflight + 8, "block")
         self._crops: list[np.ndarray] = []
         self._refs: list[tuple[_Pending, int, _TrackLabel | None]] = []  # (frame, row, its track's label)
         self._first_crop_at = 0.0
         self._tracks: dict[str, dict[int, _TrackLabel]] = defaultdict(dict)
         self._lock = threading.Lock()
-        self._reorder = Reorderer()
-
-    def start(self) -> None:
-        for target, suffix in ((self._input_loop, "input"), (self._completion_loop, "completion")):
-            t = threading.Thread(target=target, name=f"{self.name}-{suffix}", daemon=True)
-            self._threads.append(t)
-            t.start()
 
     # -- input side ---------------------------------------------------------------------
-    def _input_loop(self) -> None:
+    def _feed_loop(self) -> None:
         wait_s = self.model.batching.max_wait_ms / 1000.0
         try:
             while not self.control.abort.is_set():
@@ -103,7 +92,7 @@ class ClassifyStage(Stage):
                 if isinstance(item, EndOfStream):
                     self._flush()
                     self._tracks.pop(item.camera, None)
-                    self.completions.put(("ready", item, None))
+                    self.pass_through(item)
                     continue
                 self._take(item)
                 if len(self._crops) >= self.model.batching.max_batch:
@@ -153,7 +142,7 @@ class ClassifyStage(Stage):
         except Exception as e:
             contain(self.metrics, self.name, frame, e)
         if self._release(pending):
-            self.completions.put(("ready", frame, None))
+            self.pass_through(frame)
         self.metrics.stage_busy(self.name, time.perf_counter() - t0)
 
     def _release(self, pending: _Pending) -> bool:
@@ -215,38 +204,11 @@ class ClassifyStage(Stage):
             return
         crops, refs = self._crops, self._refs
         self._crops, self._refs = [], []
-        try:
-            self.engine.submit(crops, self._on_done, refs)
-        except Exception as e:
-            self.completions.put(("failed", refs, e))
-
-    def _on_done(self, chunks: Chunks | None, err: BaseException | None, refs: object) -> None:
-        try:
-            self.completions.put(("crops", refs, err if err is not None else chunks), force=True)
-        except QueueClosed:
-            pass
+        self.submit(crops, refs)
 
     # -- completion side ----------------------------------------------------------------
-    def _completion_loop(self) -> None:
-        try:
-            while not self.control.abort.is_set():
-                msg = self.completions.get(timeout=0.2)
-                if msg is None:
-                    continue
-                kind, payload, result = msg
-                if kind == "crops":
-                    self.engine.consumed()
-                ready = [payload] if kind == "ready" else self._attach(payload, result)
-                for item in ready:
-                    if isinstance(item, Frame):
-                        item.stamp(f"{self.name}.done")
-                    for out in self._reorder.push(item):
-                        self.emit(out)
-        except QueueClosed:
-            return
-
-    def _attach(self, refs: list[tuple[_Pending, int, _TrackLabel | None]],
-                result: Chunks | BaseException) -> list[Frame]:
+    def complete(self, refs: list[tuple[_Pending, int, _TrackLabel | None]],  # type: ignore[override]
+                 result: Chunks | BaseException) -> list[Frame]:
         t0 = time.perf_counter()
         if isinstance(result, BaseException):
             for pending, _, _ in {id(p): (p, 0, None) for p, _, _ in refs}.values():
@@ -274,13 +236,7 @@ class ClassifyStage(Stage):
                 assert det is not None and det.sub_class_id is not None and det.sub_score is not None
                 det.sub_class_id[r], det.sub_score[r] = cls, score
                 if self._release(p):
+                    p.frame.stamp(f"{self.name}.done")
                     ready.append(p.frame)
         self.metrics.stage_busy(f"{self.name}.attach", time.perf_counter() - t0, len(refs))
         return ready
-
-    def process(self, frame: Frame) -> Iterable[Item]:  # frames are taken by `_input_loop`
-        raise NotImplementedError
-
-    def close(self) -> None:
-        self.completions.close()
-        self.engine.close()

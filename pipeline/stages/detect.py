@@ -11,34 +11,28 @@ Preprocessing itself runs in each camera's source thread (see `sources.video`).
 """
 from __future__ import annotations
 
-import threading
 import time
-from typing import Iterable
 
 from pipeline.config import ModelConfig
 from pipeline.decoders.layouts import DetectionDecoder
 from pipeline.engines.engine import Chunks, Engine
-from pipeline.frames import Detections, EndOfStream, Frame, Item
+from pipeline.frames import Detections, EndOfStream, Frame
 from pipeline.metrics.registry import Metrics
-from pipeline.runtime.queues import BoundedQueue, LaneQueue, QueueClosed
-from pipeline.runtime.stage import RunControl, Stage, contain
-from pipeline.stages.reorder import Reorderer
+from pipeline.runtime.queues import LaneQueue, QueueClosed
+from pipeline.runtime.stage import RunControl, contain
+from pipeline.stages.inference import InferenceStage
 
 
-class DetectStage(Stage):
+class DetectStage(InferenceStage):
     def __init__(self, name: str, model: ModelConfig, engine: Engine, metrics: Metrics, control: RunControl,
                  queue_size: int):
-        super().__init__(name, metrics, control, queue_size)
+        super().__init__(name, engine, metrics, control, queue_size, pass_through_room=4)
         self.model = model
-        self.engine = engine
         self.decoder = DetectionDecoder(model)
         self.lanes = LaneQueue(f"{name}.lanes", on_drop=self._dropped)
         metrics.queues[f"{name}.lanes"] = self.lanes
         del metrics.queues[name]
-        # Results are bounded by the engine's credits; the extra room is for end-of-stream markers.
-        self.completions: BoundedQueue = BoundedQueue(f"{name}.done", engine.max_inflight + 4, "block")
         self._orders: dict[str, int] = {}
-        self._reorder = Reorderer()
 
     def add_camera(self, camera: str, size: int, policy: str) -> None:
         self.lanes.add_lane(camera, size, policy)
@@ -47,18 +41,12 @@ class DetectStage(Stage):
         if isinstance(item, Frame):
             self.metrics.drop(item.camera, reason)
 
-    def start(self) -> None:
-        for target, suffix in ((self._batch_loop, "batcher"), (self._completion_loop, "completion")):
-            t = threading.Thread(target=target, name=f"{self.name}-{suffix}", daemon=True)
-            self._threads.append(t)
-            t.start()
-
     def _next_order(self, camera: str) -> int:
         n = self._orders.get(camera, 0)
         self._orders[camera] = n + 1
         return n
 
-    def _batch_loop(self) -> None:
+    def _feed_loop(self) -> None:
         b = self.model.batching
         try:
             while not self.control.abort.is_set():
@@ -69,45 +57,15 @@ class DetectStage(Stage):
                     if isinstance(item, Frame):
                         item.stamp(f"{self.name}.batched")
                         frames.append(item)
-                self._submit(frames)
+                if frames:
+                    self.submit([f.tensor for f in frames], frames)
                 for item in items:
                     if isinstance(item, EndOfStream):
-                        self.completions.put(("eos", item, None))
+                        self.pass_through(item)
         except QueueClosed:
             return
 
-    def _submit(self, frames: list[Frame]) -> None:
-        if not frames:
-            return
-        try:
-            self.engine.submit([f.tensor for f in frames], self._on_done, frames)  # type: ignore[misc]
-        except Exception as e:
-            self.completions.put(("failed", frames, e))
-
-    def _on_done(self, chunks: Chunks | None, err: BaseException | None, frames: object) -> None:
-        # Runs on an engine/ORT thread: hand over only.
-        try:
-            self.completions.put(("batch", frames, err if err is not None else chunks), force=True)
-        except QueueClosed:
-            pass
-
-    def _completion_loop(self) -> None:
-        try:
-            while not self.control.abort.is_set():
-                msg = self.completions.get(timeout=0.2)
-                if msg is None:
-                    continue
-                kind, payload, result = msg
-                if kind == "batch":
-                    self.engine.consumed()
-                ready: list[Item] = [payload] if kind == "eos" else self._finish(payload, result)
-                for item in ready:
-                    for out in self._reorder.push(item):
-                        self.emit(out)
-        except QueueClosed:
-            return
-
-    def _finish(self, frames: list[Frame], result: Chunks | BaseException) -> list[Frame]:
+    def complete(self, frames: list[Frame], result: Chunks | BaseException) -> list[Frame]:  # type: ignore[override]
         t0 = time.perf_counter()
         if isinstance(result, BaseException):
             for f in frames:
@@ -136,11 +94,6 @@ class DetectStage(Stage):
         self.metrics.stage_busy(self.name, time.perf_counter() - t0, len(frames))
         return frames
 
-    def process(self, frame: Frame) -> Iterable[Item]:  # frames arrive through the lanes
-        raise NotImplementedError
-
     def close(self) -> None:
         self.lanes.close()
-        self.completions.close()
-        self.engine.close()
-
+        super().close()

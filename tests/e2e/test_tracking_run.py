@@ -1,14 +1,11 @@
 """Tracking, per-track classification and analytics on real pictures and real clips."""
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 
-from conftest import ROOT, classifier_model, detector_model, read_jsonl, run_pipeline, video_frames
+from conftest import classifier_model, detector_model, read_jsonl, run_pipeline, video_frames
 
-sys.path.insert(0, str(ROOT / "tests" / "support"))
 pytest.importorskip("skimage.data", reason="scikit-image provides the photos moved in the synthetic clip")
 from synthetic import Mover, picture, render  # noqa: E402
 

@@ -1,0 +1,81 @@
+"""The shape shared by the stages around an engine (detect, classify).
+
+A feeding thread forms batches and submits them; the engine's completion callback only
+hands the result over (never blocking: results are bounded by the engine's in-flight
+credits); a completion thread gives the credit back, turns results into finished frames
+and releases them per camera in sequence order. Frames that need no inference pass
+through the same completion queue, so order is kept for them too.
+"""
+from __future__ import annotations
+
+import threading
+
+from pipeline.engines.engine import Chunks, Engine
+from pipeline.frames import Item
+from pipeline.metrics.registry import Metrics
+from pipeline.runtime.queues import BoundedQueue, QueueClosed
+from pipeline.runtime.stage import RunControl, Stage
+from pipeline.stages.reorder import Reorderer
+
+
+class InferenceStage(Stage):
+    def __init__(self, name: str, engine: Engine, metrics: Metrics, control: RunControl, queue_size: int,
+                 pass_through_room: int):
+        super().__init__(name, metrics, control, queue_size)
+        self.engine = engine
+        self.completions: BoundedQueue = BoundedQueue(f"{name}.done", engine.max_inflight + pass_through_room,
+                                                      "block")
+        self._reorder = Reorderer()
+
+    def start(self) -> None:
+        for target, suffix in ((self._feed_loop, "feed"), (self._completion_loop, "completion")):
+            t = threading.Thread(target=target, name=f"{self.name}-{suffix}", daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def _feed_loop(self) -> None:
+        raise NotImplementedError
+
+    def complete(self, context: object, result: Chunks | BaseException) -> list[Item]:
+        """Turn one batch result (or its error) into the frames it finished."""
+        raise NotImplementedError
+
+    def submit(self, inputs: list, context: object) -> None:
+        try:
+            self.engine.submit(inputs, self._on_done, context)
+        except Exception as e:  # e.g. a tensor of the wrong shape: the batch's frames carry the error
+            self.completions.put(("failed", context, e))
+
+    def pass_through(self, item: Item) -> None:
+        """An item that needs no inference here (an end of stream, a frame without crops)."""
+        self.completions.put(("ready", item, None))
+
+    def _on_done(self, chunks: Chunks | None, err: BaseException | None, context: object) -> None:
+        # Runs on an inference thread: hand over only.
+        try:
+            self.completions.put(("result", context, err if err is not None else chunks), force=True)
+        except QueueClosed:
+            pass
+
+    def _completion_loop(self) -> None:
+        try:
+            while not self.control.abort.is_set():
+                msg = self.completions.get(timeout=0.2)
+                if msg is None:
+                    continue
+                kind, payload, result = msg
+                if kind == "result":
+                    self.engine.consumed()
+                ready = [payload] if kind == "ready" else self.complete(payload, result)
+                for item in ready:
+                    for out in self._reorder.push(item):
+                        self.emit(out)
+        except QueueClosed:
+            return
+
+    def process(self, frame):  # frames are taken by `_feed_loop`
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.completions.close()
+        self.engine.close()
