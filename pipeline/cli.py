@@ -29,10 +29,24 @@ def _config_errors(e: ConfigError) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """Everything `run` checks before starting, plus that every file camera is readable
+    (at run time an unreadable camera is closed and the others go on)."""
+    from pipeline.engines.session import ModelError
+    from pipeline.graph import Pipeline
+    from pipeline.sources.video import probe
+
     try:
         config = load_config(args.config)
+        Pipeline(config).close()
     except ConfigError as e:
         return _config_errors(e)
+    except ModelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    problems = [f"sources[{i}].uri: {msg}" for i, s in enumerate(config.sources)
+                if not s.live and (msg := probe(s.uri))]
+    if problems:
+        return _config_errors(ConfigError(problems))
     print(f"{args.config}: ok ({len(config.sources)} camera(s), {len(config.models)} model(s), "
           f"{len(config.graph)} stage(s))")
     return 0

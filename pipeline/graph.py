@@ -50,6 +50,9 @@ class Pipeline:
         self.max_frames = max_frames
         self.engines: dict[str, Engine] = {}
         self.shared_pool: WorkerPool | None = None
+        self.sources: list[VideoSource] = []
+        self.sink: SinkStage | None = None
+        self.started = False
         self.stages: list[Stage] = []
         stage_threads = sum(_STAGE_THREADS[s.type] for s in config.graph)
         self.plan: ThreadPlan = plan_threads(config, stage_threads, base_threads=thread_count())
@@ -136,7 +139,6 @@ class Pipeline:
             a.emit = b.input.put
         self.stages[-1].emit = self.sink.emit
         detect: DetectStage = self.stages[0]  # type: ignore[assignment]
-        self.sources = []
         for s in cfg.sources:
             detect.add_camera(s.id, s.queue.size, s.queue.policy)
             self.sources.append(VideoSource(s, Preprocessor(detect_model), detect.lanes.lane(s.id).put, self.metrics,
@@ -144,7 +146,9 @@ class Pipeline:
 
     # -- running --------------------------------------------------------------------------
     def start(self) -> None:
+        assert self.sink is not None
         log.info(self.plan.describe())
+        self.started = True
         self.sink.start()
         for stage in reversed(self.stages):
             stage.start()
@@ -153,6 +157,7 @@ class Pipeline:
 
     def wait(self, timeout: float | None = None) -> bool:
         """True once every camera's end of stream reached the sink (all files final)."""
+        assert self.sink is not None
         return self.sink.done.wait(timeout)
 
     def stop(self, abort: bool = False) -> None:
@@ -166,23 +171,25 @@ class Pipeline:
                 stage.close()
 
     def close(self, timeout: float = 30.0) -> None:
-        """Join every thread and release engines; call after `wait()` or `stop()`."""
+        """Join every thread and release engines; call after `wait()` or `stop()` (or to
+        discard a pipeline that was built but never started)."""
         deadline = time.monotonic() + timeout
-        for source in getattr(self, "sources", []):
-            source.join(max(0.0, deadline - time.monotonic()))
-        if hasattr(self, "sink"):
-            if not self.sink.done.is_set():
-                self.sink.done.wait(max(0.0, deadline - time.monotonic()))
+        if self.started:
+            for source in self.sources:
+                source.join(max(0.0, deadline - time.monotonic()))
+            assert self.sink is not None
+            self.sink.done.wait(max(0.0, deadline - time.monotonic()))
             self.control.abort.set()
             self.sink.join(max(0.0, deadline - time.monotonic()))
+            for stage in self.stages:
+                stage.join(max(0.0, deadline - time.monotonic()))
         for stage in self.stages:
-            stage.join(max(0.0, deadline - time.monotonic()))
             stage.close()
         for engine in self.engines.values():
             engine.close()
         if self.shared_pool is not None:
             self.shared_pool.close()
-        if hasattr(self, "sink"):
+        if self.sink is not None:
             self.sink.close()
 
     def snapshot(self) -> dict:

@@ -122,3 +122,33 @@ def test_the_shipped_configs_validate():
             if any("file not found" in p and ("models/" in p or "samples/" in p) for p in e.problems):
                 pytest.skip("models or samples not fetched")
             raise
+
+
+def test_cli_validate_checks_models_stage_options_and_videos_without_writing(tmp_path, write_config, model_path,
+                                                                           sample_path, pipeline_cmd):
+    bad_video = tmp_path / "broken.mp4"
+    bad_video.write_bytes(b"\x00" * 4096)
+    data = base(model_path, sample_path)
+    data["sources"].append({"id": "b", "uri": str(bad_video)})
+    data["outputs"] = {"dir": str(tmp_path / "out")}
+    r = subprocess.run([*pipeline_cmd, "validate", "--config", write_config(data)], capture_output=True, text=True,
+                       cwd=ROOT)
+    assert r.returncode == 2
+    assert f"error: sources[1].uri: cannot read video {bad_video}" in r.stderr
+    assert not (tmp_path / "out").exists()  # validation writes nothing
+    data["sources"].pop()
+    data["graph"].insert(1, {"track": {"max_agee": 3}})
+    r = subprocess.run([*pipeline_cmd, "validate", "--config", write_config(data)], capture_output=True, text=True,
+                       cwd=ROOT)
+    assert r.returncode == 2 and "error: graph[1].track.max_agee: unknown option" in r.stderr
+    data["graph"].pop(1)
+    r = subprocess.run([*pipeline_cmd, "validate", "--config", write_config(data)], capture_output=True, text=True,
+                       cwd=ROOT)
+    assert r.returncode == 0 and "ok (1 camera(s)" in r.stdout
+
+
+def test_analytics_and_per_track_classification_need_a_tracker(write_config, model_path, sample_path):
+    data = base(model_path, sample_path)
+    data["graph"].insert(1, {"analytics": {"cameras": {}}})
+    with pytest.raises(ConfigError, match=r"graph\[1\].analytics: needs a track stage before it"):
+        load_config(write_config(data))

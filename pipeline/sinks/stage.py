@@ -41,7 +41,7 @@ class SinkStage(Threaded):
         self.video: dict[str, VideoWriter] = {}
         self.jsonl: dict[str, JsonlWriter] = {}
         self._shared_jsonl: JsonlWriter | None = None
-        self._open_jsonl(cameras)
+        self.cameras = cameras
         self.pending = set(cameras)
         self.done = threading.Event()
         self._lock = threading.Lock()
@@ -63,6 +63,7 @@ class SinkStage(Threaded):
         self.route[item.camera].put(item)
 
     def start(self) -> None:
+        self._open_jsonl(self.cameras)
         for i, q in enumerate(self.queues):
             t = threading.Thread(target=self._loop, args=(q,), name=f"sink-{i}", daemon=True)
             self._threads.append(t)

@@ -36,6 +36,19 @@ LIVE_TIME_BASE = Fraction(1, 90000)
 MAX_CONSECUTIVE_DECODE_ERRORS = 25
 
 
+def probe(uri: str) -> str | None:
+    """Why a video file cannot be read (None when it can): opens it and decodes one frame."""
+    try:
+        with av.open(uri) as c:
+            if not c.streams.video:
+                return f"no video stream in {uri}"
+            for _ in c.decode(video=0):
+                return None
+            return f"no decodable frame in {uri}"
+    except Exception as e:
+        return f"cannot read video {uri}: {_one_line(e)}"
+
+
 class SourceError(Exception):
     """The camera cannot be read; the message says why in one line."""
 
