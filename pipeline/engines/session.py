@@ -37,7 +37,6 @@ def provider_list(model: ModelConfig) -> list:
             entries.append(("CUDAExecutionProvider", {
                 "device_id": str(e.device_id),
                 "enable_cuda_graph": "1" if e.cuda_graph else "0",
-                "do_copy_in_default_stream": "0",
             }))
         elif p == "tensorrt":
             opts = {"device_id": str(e.device_id), "trt_fp16_enable": "1" if e.trt_fp16 else "0"}

@@ -7,6 +7,7 @@ A resolution change (a camera that comes back at another size) closes the file c
 and continues in a new segment `<name>.partN.mp4`: an H.264 stream in MP4 cannot change
 size in place, and players handle segments better than a rescaled picture.
 Conversion uses OpenCV's BGR->I420 (about 2x cheaper than PyAV's own conversion).
+A hardware encoder (`codec: h264_nvenc`) that cannot open falls back to libx264.
 """
 from __future__ import annotations
 
@@ -21,11 +22,14 @@ from pipeline.frames import Frame
 
 log = logging.getLogger("pipeline.sink")
 
+SOFTWARE_CODEC = "libx264"
+
 
 class VideoWriter:
     def __init__(self, path: str, config: VideoOutputConfig, encoder_threads: int = 1):
         self.path = path
         self.config = config
+        self.codec = config.codec
         self.encoder_threads = encoder_threads
         self.segment = 0
         self.frames_written = 0
@@ -46,32 +50,48 @@ class VideoWriter:
     def _open(self, frame: Frame, width: int, height: int) -> None:
         path = self._segment_path()
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        rate = frame.rate if frame.rate else Fraction(25)
-        rate = Fraction(rate).limit_denominator(1001 * 1000)
+        self._time_base = frame.time_base if frame.time_base else Fraction(1, 90000)
         container = av.open(path, "w")
         try:
-            stream = container.add_stream(self.config.codec, rate=rate)
+            try:
+                stream = self._add_stream(container, self.codec, frame, width, height)
+            except Exception as e:  # e.g. h264_nvenc without a GPU: fall back to software
+                if self.codec == SOFTWARE_CODEC:
+                    raise
+                log.warning("%s: encoder %s unavailable (%s); using %s", path, self.codec,
+                            getattr(e, "strerror", None) or e, SOFTWARE_CODEC)
+                self.codec = SOFTWARE_CODEC
+                container.close()
+                container = av.open(path, "w")
+                stream = self._add_stream(container, self.codec, frame, width, height)
         except Exception:
             container.close()
             raise
+        self._container, self._stream = container, stream
+        self._size = (width, height)
+        self._first_pts = None
+        self._last_pts = -1
+        self.files.append(path)
+
+    def _add_stream(self, container, codec: str, frame: Frame, width: int, height: int):
+        """An opened encoder stream: opening here (not at the first packet) is what lets a
+        missing hardware encoder fall back before anything is written."""
+        rate = Fraction(frame.rate if frame.rate else 25).limit_denominator(1001 * 1000)
+        stream = container.add_stream(codec, rate=rate)
         stream.width, stream.height = width, height
         stream.pix_fmt = "yuv420p"
-        self._time_base = frame.time_base if frame.time_base else Fraction(1, 90000)
         stream.time_base = self._time_base
         # The encoder counts in the same fine time base: with its default 1/fps, two frames
         # closer than one nominal frame (jittery live cameras) would collide.
         stream.codec_context.time_base = self._time_base
         stream.codec_context.thread_count = self.encoder_threads
         options = {"threads": str(self.encoder_threads)}
-        if self.config.codec in ("libx264", "libx265"):
+        if codec in ("libx264", "libx265"):
             options.update(preset=self.config.preset, crf=str(self.config.crf))
         options.update(self.config.options)
-        stream.options = options
-        self._container, self._stream = container, stream
-        self._size = (width, height)
-        self._first_pts = None
-        self._last_pts = -1
-        self.files.append(path)
+        stream.codec_context.options = options
+        stream.codec_context.open()
+        return stream
 
     def write(self, frame: Frame) -> None:
         image = frame.image

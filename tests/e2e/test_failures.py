@@ -151,3 +151,23 @@ def test_sigterm_drains_like_ctrl_c(tmp_path, sample_path, model_path):
     stdout, _ = proc.communicate(timeout=60)
     assert proc.returncode in (0, 130) and "total:" in stdout
     assert frame_count(os.path.join(out, "campus.mp4")) > 0
+
+
+def test_hardware_codecs_that_cannot_open_fall_back_to_software(tmp_path, short_clips, model_path, write_config):
+    """NVDEC/NVENC names in the config run on a machine without them (as on this CPU one)."""
+    import av as pyav
+
+    from conftest import run_pipeline
+
+    try:
+        pyav.codec.Codec("h264_nvenc", "w")
+    except Exception:
+        pytest.skip("this PyAV build has no NVENC encoder to fall back from")
+    cfg = {"sources": [{"id": "a", "uri": short_clips["bikes"], "decoder": "h264_cuvid"}],
+           "models": {"det": detector_model(model_path)}, "graph": [{"detect": {"model": "det"}}],
+           "outputs": {"video": {"codec": "h264_nvenc"}}}
+    snap = run_pipeline(cfg, write_config, str(tmp_path / "out"))
+    assert snap["cameras"]["a"]["processed"] == 40 and snap["cameras"]["a"]["errors"] == 0
+    with pyav.open(str(tmp_path / "out" / "a.mp4")) as c:
+        assert c.streams.video[0].codec_context.name == "h264"
+    assert frame_count(str(tmp_path / "out" / "a.mp4")) == 40
