@@ -82,7 +82,8 @@ class VideoSource:
         self._started_wall = 0.0
         self._min_interval = 1.0 / config.max_fps if config.max_fps else 0.0
         self._last_emit = -1e9
-        self.realtime = config.realtime or (config.live and "://" not in config.uri)
+        self.network = config.live and "://" in config.uri  # reconnects; its own live timeline
+        self.realtime = config.realtime or (config.live and not self.network)
 
     def start(self) -> None:
         self._thread.start()
@@ -104,7 +105,7 @@ class VideoSource:
         eos = EndOfStream(self.camera, "eof")
         self._started_wall = time.perf_counter()
         try:
-            if self.config.live and "://" in self.config.uri:
+            if self.network:
                 self._run_live()
             else:
                 self._state("connecting")
@@ -182,7 +183,7 @@ class VideoSource:
     def _open(self) -> av.container.InputContainer:
         cfg = self.config
         options: dict[str, str] = {}
-        if cfg.live and "://" in cfg.uri:
+        if self.network:
             # no demuxer-side buffering and a short probe: the first frame comes ~1 s sooner
             options.update(fflags="nobuffer", analyzeduration="500000")
         if cfg.uri.startswith(("rtsp://", "rtsps://")):
@@ -266,22 +267,23 @@ class VideoSource:
         if seq % self.config.stride:
             self.metrics.drop(self.camera, "stride")
             return
-        if self._min_interval:
-            t = time.monotonic()
-            if t - self._last_emit < self._min_interval * 0.98:
-                self.metrics.drop(self.camera, "max_fps")
-                return
-            self._last_emit = t
-        if self.config.live and "://" in self.config.uri:
+        if self.network:
             pts, tb = self._live_pts(vf, time_base), LIVE_TIME_BASE
         else:
             pts, tb = vf.pts, time_base
             if self.config.loop and pts is not None:
                 pts = self._looped_pts(pts, rate, time_base)
-            if self.realtime and pts is not None:
-                # a paced file plays a camera: its frame "arrives" at its time even when we
-                # get to it late (a real camera's frames wait in the socket meanwhile)
-                now = min(time.perf_counter(), self._pace(pts, tb))
+        if self._min_interval:
+            # on the camera's own timeline, so the choice of frames does not depend on load
+            t = float(pts * tb) if pts is not None else time.perf_counter()
+            if t - self._last_emit < self._min_interval * 0.98:
+                self.metrics.drop(self.camera, "max_fps")
+                return
+            self._last_emit = t
+        if self.realtime and not self.network and pts is not None:
+            # a paced file plays a camera: its frame "arrives" at its time even when we
+            # get to it late (a real camera's frames wait in the socket meanwhile)
+            now = min(time.perf_counter(), self._pace(pts, tb))
         image = vf.to_ndarray(format="bgr24", threads=1)  # swscale would start its own pool per camera
         frame = Frame(camera=self.camera, seq=seq, pts=pts, time_base=tb, image=image, t_capture=now, rate=rate)
         frame.stamps["capture"] = now
