@@ -73,6 +73,10 @@ class SnapshotCollector:
                       [([k], v["items"]) for k, v in engines.items()])
         yield counter("pipeline_engine_calls_saved", "Classifications skipped thanks to tracking", ["model"],
                       [([k], v["calls_saved"]) for k, v in engines.items()])
+        yield gauge("pipeline_engine_inflight", "Batches in flight per model", ["model"],
+                    [([k], v["inflight"]) for k, v in engines.items()])
+        yield counter("pipeline_engine_batch_size", "Batches run per model and batch size", ["model", "size"],
+                      [([k, b], n) for k, v in engines.items() for b, n in v["batch_sizes"].items()])
         yield gauge("pipeline_engine_mean_batch", "Mean batch size per model", ["model"],
                     [([k], v["mean_batch"]) for k, v in engines.items()])
         yield gauge("pipeline_engine_inference_seconds", "Batch inference time quantiles per model",

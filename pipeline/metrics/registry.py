@@ -155,7 +155,8 @@ class Metrics:
             "engines": {k: {"provider": v.provider, "batches": v.batches, "items": v.items,
                             "mean_batch": round(v.items / v.batches, 2) if v.batches else 0.0,
                             "batch_sizes": {str(b): c for b, c in sorted(v.batch_sizes.items())},
-                            "max_inflight_seen": v.max_inflight_seen, "infer": v.infer.summary_ms(),
+                            "inflight": v.inflight, "max_inflight_seen": v.max_inflight_seen,
+                            "infer": v.infer.summary_ms(),
                             "calls_saved": v.calls_saved}
                         for k, v in self.engines.items()},
             "queues": {name: {"depth": len(q), "high_water": getattr(q, "high_water", 0),  # type: ignore[arg-type]
