@@ -21,10 +21,10 @@ from pipeline.config import Config, ConfigError, ModelConfig
 from pipeline.decoders.layouts import DetectionDecoder
 from pipeline.engines.engine import Engine
 from pipeline.engines.pool import WorkerPool
-from pipeline.engines.session import ModelError
+from pipeline.engines.session import GPU_PROVIDERS, ModelError, create_session
 from pipeline.metrics.registry import EngineStats, Metrics, thread_count
 from pipeline.runtime.stage import RunControl, Stage
-from pipeline.runtime.threads import ThreadPlan, plan_threads
+from pipeline.runtime.threads import ThreadPlan, intra_op_threads, plan_cores, plan_threads, used_models
 from pipeline.sinks.stage import SinkStage
 from pipeline.sources.video import VideoSource
 from pipeline.stages.analytics import AnalyticsStage
@@ -55,8 +55,16 @@ class Pipeline:
         self.started = False
         self.stages: list[Stage] = []
         stage_threads = sum(_STAGE_THREADS[s.type] for s in config.graph)
-        self.plan: ThreadPlan = plan_threads(config, stage_threads, base_threads=thread_count())
+        base_threads = thread_count()
+        cores = plan_cores(config)
         try:
+            # Sessions first: only they tell which provider a model really got, and the
+            # thread plan differs between a GPU server and a laptop running the same config.
+            self._sessions = {name: create_session(config.models[name], intra_op_threads(config.models[name], cores),
+                                                   config.models[name].engine.inter_op_threads)
+                              for name in used_models(config)}
+            on_gpu = {n for n, s in self._sessions.items() if s.get_providers()[0] in GPU_PROVIDERS}
+            self.plan: ThreadPlan = plan_threads(config, stage_threads, base_threads, on_gpu)
             self._build()
         except BaseException:
             self.close()
@@ -70,7 +78,7 @@ class Pipeline:
             if p.shared and self.shared_pool is None:
                 self.shared_pool = WorkerPool("inference", self.plan.shared_workers)
             engine = Engine(model, self.metrics.engines[name], p.intra_op_threads, p.workers,
-                            self.shared_pool if p.shared else None)
+                            self.shared_pool if p.shared else None, session=self._sessions.pop(name))
             self.engines[name] = engine
             self._warm_up(model, engine)
             engine.stats = self.metrics.engines[name] = EngineStats(provider=engine.stats.provider)  # not the warm-up

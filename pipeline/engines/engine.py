@@ -36,7 +36,7 @@ import onnxruntime as ort
 
 from pipeline.config import ModelConfig
 from pipeline.engines.pool import WorkerPool
-from pipeline.engines.session import create_session, requested_providers
+from pipeline.engines.session import GPU_PROVIDERS, create_session, requested_providers
 from pipeline.metrics.registry import EngineStats
 from pipeline.stages.preprocess import ModelInput
 
@@ -62,7 +62,7 @@ class _Job:
 
 class Engine:
     def __init__(self, model: ModelConfig, stats: EngineStats, intra_op_threads: int = 1, workers: int = 1,
-                 pool: WorkerPool | None = None):
+                 pool: WorkerPool | None = None, session: ort.InferenceSession | None = None):
         self.model = model
         self.stats = stats
         mode = model.engine.mode
@@ -72,9 +72,9 @@ class Engine:
             intra_op_threads = 2  # ORT refuses run_async with a single intra-op thread
         self.mode = mode
         self.intra_op_threads = intra_op_threads
-        self.session = create_session(model, intra_op_threads, model.engine.inter_op_threads)
+        self.session = session or create_session(model, intra_op_threads, model.engine.inter_op_threads)
         self.providers = self.session.get_providers()
-        self.on_gpu = self.providers[0] in ("CUDAExecutionProvider", "TensorrtExecutionProvider")
+        self.on_gpu = self.providers[0] in GPU_PROVIDERS
         stats.provider = self.providers[0]
         inp = self.session.get_inputs()[0]
         self.input_name = inp.name
@@ -108,7 +108,7 @@ class Engine:
         wanted = requested_providers(self.model)
         note = ""
         if wanted[0] != self.providers[0]:
-            note = f" (asked for {wanted[0]}, not available: running on {self.providers[0]})"
+            note = f" ({wanted[0]} asked for but not available here)"
         batch = f"fixed batch {self.fixed_batch} (batches are split)" if self.fixed_batch else "dynamic batch"
         how = (f"run_async on ORT's pool, intra_op={self.intra_op_threads}" if self.mode == "async"
                else f"{self.workers} worker(s){'' if self._own_pool else ' shared'}, intra_op={self.intra_op_threads}, "

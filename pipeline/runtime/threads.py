@@ -66,30 +66,42 @@ class ThreadPlan:
                 f"running; total <= {self.total}")
 
 
-def is_gpu(model: ModelConfig) -> bool:
-    return any(p in ("cuda", "tensorrt") for p in model.engine.providers)
+def plan_cores(config: Config) -> int:
+    return config.runtime.threads or visible_cores()
 
 
-def plan_threads(config: Config, stage_threads: int, base_threads: int) -> ThreadPlan:
-    cores = config.runtime.threads or visible_cores()
+def used_models(config: Config) -> list[str]:
+    return sorted({s.options["model"] for s in config.graph if "model" in s.options})
+
+
+def intra_op_threads(model: ModelConfig, cores: int) -> int:
+    """ORT's intra-op threads for a session: 1 for dispatcher workers (they parallelise
+    across runs), at least 2 for `run_async` (ORT refuses 1), or as configured."""
+    e = model.engine
+    if e.mode == "async":
+        return max(2, e.intra_op_threads or cores)
+    return e.intra_op_threads or 1
+
+
+def plan_threads(config: Config, stage_threads: int, base_threads: int, on_gpu: set[str]) -> ThreadPlan:
+    """The plan for `config`; `on_gpu` names the models whose session really got a GPU
+    provider (the same config runs on a laptop CPU: there its engines plan as CPU ones)."""
+    cores = plan_cores(config)
     cv2.setNumThreads(1)
     cameras = len(config.sources)
     decode = sum(max(0, s.thread_count - 1) if s.thread_count != 0 else cores for s in config.sources)
     plan = ThreadPlan(cores=cores, cameras=cameras, decode_threads=decode, stage_threads=stage_threads,
                       sink_workers=max(1, min(cameras, cores // 2)), base_threads=base_threads,
                       encoder_threads=cameras if config.outputs.video.enabled else 0)
-    used = {s.options["model"] for s in config.graph if "model" in s.options}
-    for name in sorted(used):
+    for name in used_models(config):
         m = config.models[name]
         e = m.engine
         mode = "thread" if e.mode == "auto" else e.mode
-        gpu = is_gpu(m)
+        gpu = name in on_gpu
+        intra = intra_op_threads(m, cores)
         shared = False
-        if mode == "async":
-            intra = max(2, e.intra_op_threads or cores)
-            workers = 0
-        else:
-            intra = e.intra_op_threads or 1
+        workers = 0
+        if mode != "async":
             shared = not gpu and e.workers is None and intra == 1
             workers = e.workers or (1 if gpu else max(1, cores // intra))
         plan.engines[name] = EnginePlan(intra_op_threads=intra, workers=workers, mode=mode, shared=shared)

@@ -212,3 +212,23 @@ def test_thread_count_stays_within_the_printed_plan(tmp_path, short_clips, model
     p.close()
     assert peak > p.plan.base_threads + 4  # we did sample a running graph
     assert peak <= p.plan.total, p.plan.describe()
+
+
+def test_a_cuda_config_runs_on_a_cpu_machine_with_the_cpu_thread_plan(tmp_path, short_clips, model_path,
+                                                                       write_config):
+    """The same config serves a GPU server and a laptop: the plan follows the provider the
+    session really got, not the one asked for."""
+    from pipeline.config import load_config
+    from pipeline.graph import Pipeline
+
+    cfg = {"sources": four_cameras(short_clips)[:2],
+           "models": {"det": detector_model(model_path, engine={"providers": ["cuda", "cpu"]})},
+           "graph": [{"detect": {"model": "det"}}], "outputs": {"dir": str(tmp_path / "out")}}
+    p = Pipeline(load_config(write_config(cfg)))
+    try:
+        provider = p.engines["det"].providers[0]
+        if provider != "CPUExecutionProvider":
+            pytest.skip("this machine has a GPU provider")
+        assert p.plan.engines["det"].shared and p.plan.engines["det"].workers == p.plan.cores
+    finally:
+        p.close()

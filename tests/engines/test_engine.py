@@ -122,6 +122,6 @@ def test_providers_reported_are_the_sessions_own(model_path):
     try:
         assert engine.providers == engine.session.get_providers()
         if engine.providers[0] == "CPUExecutionProvider":
-            assert "asked for CUDAExecutionProvider, not available" in engine.describe()
+            assert "CUDAExecutionProvider asked for but not available" in engine.describe()
     finally:
         engine.close()
