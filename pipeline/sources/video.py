@@ -27,7 +27,7 @@ from pipeline.config import SourceConfig
 from pipeline.frames import EndOfStream, Frame, Item
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.queues import QueueClosed
-from pipeline.runtime.stage import RunControl
+from pipeline.runtime.stage import RunControl, Threaded
 from pipeline.stages.preprocess import Preprocessor
 
 log = logging.getLogger("pipeline.source")
@@ -61,7 +61,7 @@ def _one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
 
 
-class VideoSource:
+class VideoSource(Threaded):
     def __init__(self, config: SourceConfig, preprocess: Preprocessor, put: Callable[[Item], None],
                  metrics: Metrics, control: RunControl, max_frames: int | None = None):
         self.config = config
@@ -73,8 +73,7 @@ class VideoSource:
         self.max_frames = max_frames
         self.stats = metrics.camera(self.camera)
         self._seq = 0
-        self._thread = threading.Thread(target=self._run, name=f"source-{self.camera}", daemon=True)
-        self._pts_offset = 0
+        self._threads = [threading.Thread(target=self._run, name=f"source-{self.camera}", daemon=True)]
         self._last_out_pts: int | None = None
         self._connection_pts_base: int | None = None
         self._file_pts0: int | None = None
@@ -86,13 +85,7 @@ class VideoSource:
         self.realtime = config.realtime or (config.live and not self.network)
 
     def start(self) -> None:
-        self._thread.start()
-
-    def join(self, timeout: float | None = None) -> None:
-        self._thread.join(timeout)
-
-    def alive(self) -> bool:
-        return self._thread.is_alive()
+        self._threads[0].start()
 
     def _state(self, state: str, detail: str = "") -> None:
         if self.stats.state != state or self.stats.detail != detail:
@@ -171,13 +164,15 @@ class VideoSource:
             backoff = rc.initial_s
             self._state("streaming")
             self._connection_pts_base = None
+            seen = self._seq
             try:
                 self._pump(container)
             except SourceError as e:
                 log.warning("camera %s: stream broke: %s", self.camera, e)
             finally:
                 container.close()
-            last_ok = time.monotonic()
+            if self._seq > seen:  # a server that accepts but never sends does not reset give-up
+                last_ok = time.monotonic()
 
     # -- opening and decoding -----------------------------------------------------------
     def _open(self) -> av.container.InputContainer:
