@@ -82,7 +82,7 @@ def main() -> int:
     clip = find("samples", "bikes.mp4")
     tmp = tempfile.mkdtemp(prefix="gpu-check-")
     one = [{"id": "street", "uri": clip}]
-    cpu = run(one, {"providers": ["cpu"]}, False, 200, f"{tmp}/cpu")
+    run(one, {"providers": ["cpu"]}, False, 200, f"{tmp}/cpu")
     gpu = run(one, {"providers": ["cuda", "cpu"]}, True, 200, f"{tmp}/gpu")
     for name, provider in gpu["providers"].items():
         ok = provider == "CUDAExecutionProvider"

@@ -40,16 +40,13 @@ def contain(metrics: Metrics, stage: str, frame: Frame, error: BaseException) ->
 
 
 class Threaded:
-    """Something that runs on threads of its own: joinable, and alive while any runs."""
+    """Something that runs on threads of its own, joined together."""
 
     _threads: list[threading.Thread]
 
     def join(self, timeout: float | None = None) -> None:
         for t in self._threads:
             t.join(timeout)
-
-    def alive(self) -> bool:
-        return any(t.is_alive() for t in self._threads)
 
 
 class Stage(Threaded):

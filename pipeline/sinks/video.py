@@ -32,8 +32,6 @@ class VideoWriter:
         self.codec = config.codec
         self.encoder_threads = encoder_threads
         self.segment = 0
-        self.frames_written = 0
-        self.files: list[str] = []
         self._container: av.container.OutputContainer | None = None
         self._stream = None
         self._size: tuple[int, int] | None = None
@@ -71,7 +69,6 @@ class VideoWriter:
         self._size = (width, height)
         self._first_pts = None
         self._last_pts = -1
-        self.files.append(path)
 
     def _add_stream(self, container, codec: str, frame: Frame, width: int, height: int):
         """An opened encoder stream: opening here (not at the first packet) is what lets a
@@ -112,7 +109,6 @@ class VideoWriter:
         assert self._container is not None and self._stream is not None
         for packet in self._stream.encode(vf):
             self._container.mux(packet)
-        self.frames_written += 1
 
     def _pts(self, frame: Frame) -> int:
         assert self._time_base is not None
@@ -139,10 +135,4 @@ class VideoWriter:
         finally:
             self._container.close()
             self._container, self._stream = None, None
-
-
-def count_frames(path: str) -> int:
-    """Decoded frame count of a video file (for tests and checks)."""
-    with av.open(path) as c:
-        return sum(1 for _ in c.decode(video=0))
 
