@@ -28,6 +28,9 @@ from pipeline.stages.inference import InferenceStage
 from pipeline.stages.preprocess import Preprocessor
 
 
+FORGET_AFTER = 300  # frames after which a vanished track's label state is dropped
+
+
 @dataclass
 class _Pending:
     frame: Frame
@@ -41,12 +44,20 @@ class _TrackLabel:
     votes: dict[int, float] = field(default_factory=lambda: defaultdict(float))
     last_seq: int = -10**9
     last_area: float = 0.0
+    seen: int = 0  # the last frame the track was on
     inflight: int = 0  # crops of this track submitted and not yet labelled
     waiting: list[tuple[_Pending, int]] = field(default_factory=list)  # rows waiting for those
 
     def best(self) -> tuple[int, float]:
         cls = max(self.votes, key=self.votes.__getitem__)
         return cls, self.votes[cls] / sum(self.votes.values())
+
+
+def forget_stale(tracks: dict[int, _TrackLabel], seq: int) -> None:
+    """Drop the labels of tracks gone for a while (a live camera runs for months), unless
+    a crop of theirs is still in flight."""
+    for tid in [t for t, st in tracks.items() if seq - st.seen > FORGET_AFTER and not st.inflight and not st.waiting]:
+        del tracks[tid]
 
 
 class ClassifyStage(InferenceStage):
@@ -162,6 +173,9 @@ class ClassifyStage(InferenceStage):
         if not self.per_track or det is None or det.track_id is None:
             return [(int(r), None) for r in rows]
         tracks = self._tracks[frame.camera]
+        if frame.seq % FORGET_AFTER == 0:
+            with self._lock:
+                forget_stale(tracks, frame.seq)
         saved = self.metrics.engines[self.model.name]
         chosen = []
         for r in rows:
@@ -172,6 +186,7 @@ class ClassifyStage(InferenceStage):
             area = float((x2 - x1) * (y2 - y1))
             with self._lock:
                 state = tracks.setdefault(tid, _TrackLabel())
+                state.seen = frame.seq
                 due = ((not state.votes and not state.inflight) or frame.seq - state.last_seq >= self.reclassify_interval
                        or area > self.regrow * max(state.last_area, 1.0))
                 if due:
