@@ -1,4 +1,5 @@
 """Per-track classification state."""
+from pipeline.stages.classify import FORGET_AFTER, _TrackLabel, forget_stale
 
 
 def test_classifier_forgets_tracks_gone_for_long():

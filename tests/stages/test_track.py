@@ -76,5 +76,3 @@ def test_a_track_unseen_for_longer_than_max_age_is_gone():
     t = ByteTracker(max_age=3)
     run(t, [[(box(0, 0), 0.9)]] * 2 + [[]] * 5)
     assert t.tracks == []
-
-
