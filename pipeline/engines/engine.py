@@ -75,6 +75,7 @@ class Engine:
         self.session = session or create_session(model, intra_op_threads, model.engine.inter_op_threads)
         self.providers = self.session.get_providers()
         self.on_gpu = self.providers[0] in GPU_PROVIDERS
+        self.device = "cuda" if self.on_gpu else "cpu"  # where device-side buffers live
         stats.provider = self.providers[0]
         inp = self.session.get_inputs()[0]
         self.input_name = inp.name
@@ -234,17 +235,17 @@ class Engine:
         binding = self.session.io_binding()
         if self.on_gpu:
             device_id = self.model.engine.device_id
-            dev = ort.OrtValue.ortvalue_from_numpy(buf, "cuda", device_id)
+            dev = ort.OrtValue.ortvalue_from_numpy(buf, self.device, device_id)
             self._device_inputs[key] = dev
             binding.bind_ortvalue_input(self.input_name, dev)
             for out in self.session.get_outputs():
                 shape = [buf.shape[0] if i == 0 and not isinstance(d, int) else d for i, d in enumerate(out.shape)]
                 if all(isinstance(d, int) and d > 0 for d in shape) and out.type == "tensor(float)":
-                    value = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, "cuda", device_id)
+                    value = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, self.device, device_id)
                     self._device_outputs[(key, out.name)] = value
                     binding.bind_ortvalue_output(out.name, value)
                 else:
-                    binding.bind_output(out.name, "cuda", device_id)
+                    binding.bind_output(out.name, self.device, device_id)
         else:
             binding.bind_cpu_input(self.input_name, buf)
             for name in self.output_names:
