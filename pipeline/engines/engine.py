@@ -215,8 +215,8 @@ class Engine:
         binding = self._bindings.get(key)
         if binding is None:
             binding = self._bindings[key] = self._bind(key, buf)
-        elif self.on_gpu:
-            self._device_inputs[key].update_inplace(buf)
+        if self.on_gpu:
+            self._device_inputs[key].update_inplace(buf)  # host -> device into the bound buffer
         run_options = None  # a RunOptions costs ORT a Python exception per run when it has no graph id
         if self.on_gpu and self.model.engine.cuda_graph:
             # one captured graph per bound buffer set (slot x padded batch size): a graph
@@ -235,7 +235,7 @@ class Engine:
         binding = self.session.io_binding()
         if self.on_gpu:
             device_id = self.model.engine.device_id
-            dev = ort.OrtValue.ortvalue_from_numpy(buf, self.device, device_id)
+            dev = ort.OrtValue.ortvalue_from_shape_and_type(list(buf.shape), np.float32, self.device, device_id)
             self._device_inputs[key] = dev
             binding.bind_ortvalue_input(self.input_name, dev)
             for out in self.session.get_outputs():
