@@ -75,8 +75,8 @@ class Letterbox:
         out = np.empty_like(xyxy, dtype=np.float32)
         out[:, [0, 2]] = (xyxy[:, [0, 2]] - self.pad_x) / self.scale_x
         out[:, [1, 3]] = (xyxy[:, [1, 3]] - self.pad_y) / self.scale_y
-        np.clip(out[:, [0, 2]], 0, self.frame_w, out=out[:, [0, 2]])
-        np.clip(out[:, [1, 3]], 0, self.frame_h, out=out[:, [1, 3]])
+        out[:, [0, 2]] = np.clip(out[:, [0, 2]], 0, self.frame_w)  # (fancy indexing copies: assign back)
+        out[:, [1, 3]] = np.clip(out[:, [1, 3]], 0, self.frame_h)
         return out
 
     def to_input(self, xyxy: np.ndarray) -> np.ndarray:

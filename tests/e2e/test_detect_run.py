@@ -232,3 +232,36 @@ def test_a_cuda_config_runs_on_a_cpu_machine_with_the_cpu_thread_plan(tmp_path, 
         assert p.plan.engines["det"].shared and p.plan.engines["det"].workers == p.plan.cores
     finally:
         p.close()
+
+
+@pytest.mark.parametrize("codec,fmt,pix,size", [("mjpeg", "avi", "yuvj444p", (321, 241)),
+                                                ("libvpx-vp9", "webm", "yuv420p", (322, 242))])
+def test_other_containers_codecs_and_odd_sizes(tmp_path, short_clips, model_path, write_config, codec, fmt, pix,
+                                               size):
+    """Any container/codec FFmpeg reads; odd frame sizes are padded by one pixel for H.264."""
+    import av
+
+    src = video_frames(short_clips["vtest"])[:10]
+    path = str(tmp_path / f"clip.{fmt}")
+    w, h = size
+    with av.open(path, "w", format=fmt) as out:
+        s = out.add_stream(codec, rate=10)
+        s.width, s.height, s.pix_fmt = w, h, pix
+        for i, img in enumerate(src):
+            vf = av.VideoFrame.from_ndarray(np.ascontiguousarray(img[:h, :w]), format="bgr24").reformat(format=pix)
+            vf.pts = i
+            for p in s.encode(vf):
+                out.mux(p)
+        for p in s.encode(None):
+            out.mux(p)
+    cfg = {"sources": [{"id": "odd", "uri": path}], "models": {"det": detector_model(model_path)},
+           "graph": [{"detect": {"model": "det"}}, "annotate"]}
+    snap = run_pipeline(cfg, write_config, str(tmp_path / "out"))
+    assert snap["cameras"]["odd"]["processed"] == 10 and snap["cameras"]["odd"]["errors"] == 0
+    with av.open(str(tmp_path / "out" / "odd.mp4")) as c:
+        v = c.streams.video[0]
+        assert (v.width, v.height) == (w + w % 2, h + h % 2)
+    assert frame_count(str(tmp_path / "out" / "odd.mp4")) == 10
+    records = read_jsonl(str(tmp_path / "out" / "detections.jsonl"))
+    assert any(d["class"] == "person" for r in records for d in r["detections"])
+    assert all(d["box"][2] <= w and d["box"][3] <= h for r in records for d in r["detections"])

@@ -46,3 +46,10 @@ def test_rgb_order_and_normalisation():
     tensor = Preprocessor(m)(img)[0].numpy()
     expected = [(30 / 255 - 0.5) / 0.25, (20 / 255 - 0.5) / 0.25, (10 / 255 - 0.5) / 0.25]
     np.testing.assert_allclose(tensor[:, 0, 0], expected, rtol=1e-5)
+
+
+def test_boxes_mapped_back_are_clipped_to_the_frame():
+    _, box = Preprocessor(model("top_left"))(np.zeros((272, 640, 3), np.uint8))
+    mapped = box.to_frame(np.array([[-20, -5, 500, 400], [10, 10, 100, 100]], np.float32))
+    np.testing.assert_allclose(mapped, [[0, 0, 640, 272], [10 / box.scale_x, 10 / box.scale_y,
+                                                          100 / box.scale_x, 100 / box.scale_y]], rtol=1e-5)
