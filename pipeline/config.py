@@ -102,6 +102,7 @@ class ModelConfig:
     classes: list[str] | None = None
     max_detections: int = 300
     softmax: bool = True
+    output: str | int | None = None  # which model output to decode (name or index); default the first
     batching: BatchingConfig = field(default_factory=BatchingConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
 
@@ -364,7 +365,7 @@ def _parse_model(r: _Reader, name: str, m: Any, path: str) -> ModelConfig | None
     m = r.mapping(m, path)
     r.unknown_keys(m, path, {"path", "layout", "input_size", "color", "scale", "mean", "std", "letterbox",
                              "pad_value", "labels", "score_threshold", "nms_iou", "classes", "max_detections",
-                             "softmax", "batching", "engine"})
+                             "softmax", "output", "batching", "engine"})
     model_path = r.file(m, "path", path)
     layout = r.choice(m, "layout", path, LAYOUTS, "yolox") if "layout" in m else None
     if layout is None:
@@ -431,6 +432,7 @@ def _parse_model(r: _Reader, name: str, m: Any, path: str) -> ModelConfig | None
         classes=[str(c) for c in classes] if classes is not None else None,
         max_detections=r.get(m, "max_detections", path, int, 300, check=_positive),
         softmax=r.get(m, "softmax", path, bool, True),
+        output=r.get(m, "output", path, (str, int)),
         batching=batching, engine=engine,
     )
     if any(s == 0 for s in config.std):

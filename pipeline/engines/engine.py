@@ -36,7 +36,7 @@ import onnxruntime as ort
 
 from pipeline.config import ModelConfig
 from pipeline.engines.pool import WorkerPool
-from pipeline.engines.session import GPU_PROVIDERS, create_session, requested_providers
+from pipeline.engines.session import GPU_PROVIDERS, ModelError, create_session, requested_providers
 from pipeline.metrics.registry import EngineStats
 from pipeline.stages.preprocess import ModelInput
 
@@ -79,7 +79,7 @@ class Engine:
         stats.provider = self.providers[0]
         inp = self.session.get_inputs()[0]
         self.input_name = inp.name
-        self.output_names = [o.name for o in self.session.get_outputs()]
+        self.output_names = self._outputs(model)
         self.fixed_batch = inp.shape[0] if isinstance(inp.shape[0], int) and inp.shape[0] > 0 else None
         w, h = model.input_size
         self.item_shape = (3, h, w)
@@ -104,6 +104,19 @@ class Engine:
         self._graph_ids: dict[tuple, int] = {}
         self.stats_lock = threading.Lock()
         self._closed = False
+
+    def _outputs(self, model: ModelConfig) -> list[str]:
+        """The outputs to fetch: all, or only the configured one (ORT then skips the rest)."""
+        names = [o.name for o in self.session.get_outputs()]
+        if model.output is None:
+            return names
+        if isinstance(model.output, int):
+            if not 0 <= model.output < len(names):
+                raise ModelError(f"models.{model.name}.output: index {model.output} out of range; outputs: {names}")
+            return [names[model.output]]
+        if model.output not in names:
+            raise ModelError(f"models.{model.name}.output: no output {model.output!r}; outputs: {names}")
+        return [model.output]
 
     def describe(self) -> str:
         wanted = requested_providers(self.model)
@@ -238,7 +251,7 @@ class Engine:
             dev = ort.OrtValue.ortvalue_from_shape_and_type(list(buf.shape), np.float32, self.device, device_id)
             self._device_inputs[key] = dev
             binding.bind_ortvalue_input(self.input_name, dev)
-            for out in self.session.get_outputs():
+            for out in (o for o in self.session.get_outputs() if o.name in self.output_names):
                 shape = [buf.shape[0] if i == 0 and not isinstance(d, int) else d for i, d in enumerate(out.shape)]
                 if all(isinstance(d, int) and d > 0 for d in shape) and out.type == "tensor(float)":
                     value = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, self.device, device_id)

@@ -140,3 +140,28 @@ def test_device_buffer_path_updates_inputs_in_place(model_path, inputs, referenc
         assert engine._device_outputs  # static output shapes were preallocated and bound
     finally:
         engine.close()
+
+
+def test_the_decoded_output_can_be_chosen_by_name_or_index(tmp_path, model_path, inputs, reference):
+    """Models with several outputs: only the configured one is fetched (and decoded)."""
+    import onnx
+    from onnx import helper
+
+    m = onnx.load(model_path("yolox_nano.onnx"))
+    m.graph.node.append(helper.make_node("Identity", ["output"], ["copy"]))
+    m.graph.output.insert(0, helper.make_tensor_value_info("copy", onnx.TensorProto.FLOAT, None))
+    path = str(tmp_path / "two_outputs.onnx")
+    onnx.save(m, path)
+    for choice in ("output", 1):
+        model = yolox(path)
+        model.output = choice
+        engine = Engine(model, EngineStats())
+        try:
+            assert engine.output_names == ["output"]
+            np.testing.assert_allclose(rows(engine.infer(inputs[:1]))[0], reference[0], rtol=1e-4, atol=1e-3)
+        finally:
+            engine.close()
+    model = yolox(path)
+    model.output = "nope"
+    with pytest.raises(ModelError, match=r"models.det.output: no output 'nope'; outputs: \['copy', 'output'\]"):
+        Engine(model, EngineStats())
