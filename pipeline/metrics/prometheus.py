@@ -58,6 +58,10 @@ class SnapshotCollector:
                       ["camera", "name", "event", "class"],
                       [([c, *key.split(".", 2)], n) for c, v in cams.items() for key, n in v["counts"].items()
                        if key.count(".") >= 2])
+        yield gauge("pipeline_stage_reached_seconds", "Time from capture to a stage boundary (quantiles)",
+                    ["stage", "quantile"],
+                    [([k, q], None if v[key] is None else v[key] / 1000) for k, v in s["reached_after"].items()
+                     for q, key in (("0.5", "p50_ms"), ("0.99", "p99_ms"))])
         yield counter("pipeline_stage_items", "Items handled per stage", ["stage"],
                       [([k], v["items"]) for k, v in s["stages"].items()])
         yield counter("pipeline_stage_busy_seconds", "Busy time per stage", ["stage"],

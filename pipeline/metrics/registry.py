@@ -71,6 +71,7 @@ class Metrics:
         self.stages: dict[str, StageStats] = defaultdict(StageStats)
         self.engines: dict[str, EngineStats] = defaultdict(EngineStats)
         self.queues: dict[str, object] = {}
+        self.reached: dict[str, Histogram] = {}
         self.max_threads = 0
         self._cpu_mark = (time.monotonic(), os.times())
         self.cpu_percent = 0.0
@@ -105,6 +106,15 @@ class Metrics:
             if self.timeline is not None:
                 self.timeline.append((time.perf_counter(), latency_s))
         stats.latency.record(latency_s)
+
+    def boundaries(self, t_capture: float, stamps: dict[str, float]) -> None:
+        """Time from capture to each stage boundary a frame passed: where latency builds up."""
+        for name, t in stamps.items():
+            h = self.reached.get(name)
+            if h is None:
+                with self._lock:
+                    h = self.reached.setdefault(name, Histogram())
+            h.record(t - t_capture)
 
     def stage_busy(self, stage: str, seconds: float, items: int = 1) -> None:
         with self._lock:
@@ -148,6 +158,8 @@ class Metrics:
             "threads": thread_count(),
             "max_threads": self.max_threads,
             "cameras": cams,
+            "reached_after": {k: {"p50_ms": v.summary_ms()["p50_ms"], "p99_ms": v.summary_ms()["p99_ms"]}
+                              for k, v in sorted(self.reached.items(), key=lambda kv: kv[1].total / max(1, kv[1].count))},
             "stages": {k: {"items": v.items, "busy_s": round(v.busy_s, 3),
                            "busy_fraction": round(v.busy_s / elapsed, 3) if elapsed > 0 else 0.0,
                            "items_per_s": round(v.items / elapsed, 2) if elapsed > 0 else 0.0}

@@ -38,6 +38,9 @@ def summary_table(snap: dict) -> str:
     lines.append(f"total: {snap['processed']} frames in {snap['elapsed_s']:.1f}s = {snap['throughput_fps']:.1f} fps; "
                  f"latency p50 {_ms(lat['p50_ms'])} ms, p99 {_ms(lat['p99_ms'])} ms; peak threads "
                  f"{snap['max_threads']} (plan {snap.get('thread_plan', '-')})")
+    if snap.get("reached_after"):
+        lines.append("latency reached at each stage boundary, p50/p99 ms: " + ", ".join(
+            f"{k} {_ms(v['p50_ms'])}/{_ms(v['p99_ms'])}" for k, v in snap["reached_after"].items()))
     for name, e in snap["engines"].items():
         saved = f", {e['calls_saved']} classifications saved" if e["calls_saved"] else ""
         lines.append(f"engine {name}: {e['provider']}, {e['batches']} batches, mean batch {e['mean_batch']}, "

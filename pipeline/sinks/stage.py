@@ -110,6 +110,7 @@ class SinkStage(Threaded):
         done = time.perf_counter()
         self.metrics.stage_busy(self.name, done - t0)
         self.metrics.frame_out(frame.camera, done - frame.t_capture)
+        self.metrics.boundaries(frame.t_capture, frame.stamps)
 
     def _end(self, eos: EndOfStream) -> None:
         self._close_camera(eos.camera)

@@ -82,3 +82,7 @@ def test_prometheus_endpoint_serves_the_report_numbers(tmp_path, sample_path, mo
     assert after['pipeline_camera_latency_seconds{camera="street",quantile="0.99"}'] == pytest.approx(
         cam["latency"]["p99_ms"] / 1000)
     assert after['pipeline_camera_state{camera="street",state="ended"}'] == 1
+    reached = report["reached_after"]  # latency builds up along the graph, and is reported per boundary
+    assert reached["capture"]["p50_ms"] <= reached["detect"]["p50_ms"] <= reached["sink"]["p99_ms"]
+    assert after['pipeline_stage_reached_seconds{quantile="0.99",stage="sink"}'] == pytest.approx(
+        reached["sink"]["p99_ms"] / 1000)
