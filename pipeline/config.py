@@ -127,6 +127,7 @@ class VideoOutputConfig:
     crf: int = 23
     filename: str = "{camera}.mp4"
     options: dict[str, str] = field(default_factory=dict)
+    fragmented: bool | None = None  # None: fragmented (crash-safe) MP4 for live cameras, plain for files
 
 
 @dataclass
@@ -506,7 +507,7 @@ def parse_config(data: Any, base_dir: Path) -> Config:
     om = r.mapping(top.get("outputs"), "outputs")
     r.unknown_keys(om, "outputs", {"dir", "video", "jsonl"})
     vm = r.mapping(om.get("video"), "outputs.video")
-    r.unknown_keys(vm, "outputs.video", {"enabled", "codec", "preset", "crf", "filename", "options"})
+    r.unknown_keys(vm, "outputs.video", {"enabled", "codec", "preset", "crf", "filename", "options", "fragmented"})
     jm = r.mapping(om.get("jsonl"), "outputs.jsonl")
     r.unknown_keys(jm, "outputs.jsonl", {"enabled", "filename"})
     out_dir = r.get(om, "dir", "outputs", str, "out")
@@ -520,6 +521,7 @@ def parse_config(data: Any, base_dir: Path) -> Config:
                       check=lambda v: None if 0 <= v <= 63 else f"must be within 0..63, got {v}"),
             filename=r.get(vm, "filename", "outputs.video", str, "{camera}.mp4"),
             options={str(k): str(v) for k, v in r.mapping(vm.get("options"), "outputs.video.options").items()},
+            fragmented=r.get(vm, "fragmented", "outputs.video", bool),
         ),
         jsonl=JsonlOutputConfig(
             enabled=r.get(jm, "enabled", "outputs.jsonl", bool, True),

@@ -142,7 +142,8 @@ class Pipeline:
             else:
                 stage = AnnotateStage("annotate", labels, self.metrics, self.control, q, overlays)
             self.stages.append(stage)
-        self.sink = SinkStage(cfg.outputs, cameras, labels, self.metrics, self.control, self.plan.sink_workers, q)
+        self.sink = SinkStage(cfg.outputs, cameras, labels, self.metrics, self.control, self.plan.sink_workers, q,
+                              live={s.id for s in cfg.sources if s.live})
         for a, b in zip(self.stages, self.stages[1:]):
             a.emit = b.input.put
         self.stages[-1].emit = self.sink.emit

@@ -28,7 +28,7 @@ class SinkStage(Threaded):
     name = "sink"
 
     def __init__(self, outputs: OutputsConfig, cameras: list[str], labels: Labels, metrics: Metrics,
-                 control: RunControl, workers: int, queue_size: int):
+                 control: RunControl, workers: int, queue_size: int, live: set[str] | None = None):
         self.outputs = outputs
         self.labels = labels
         self.metrics = metrics
@@ -42,6 +42,7 @@ class SinkStage(Threaded):
         self.jsonl: dict[str, JsonlWriter] = {}
         self._shared_jsonl: JsonlWriter | None = None
         self.cameras = cameras
+        self.live = live or set()
         self.pending = set(cameras)
         self.done = threading.Event()
         self._lock = threading.Lock()
@@ -92,7 +93,10 @@ class SinkStage(Threaded):
         w = self.video.get(cam)
         if w is None:
             path = os.path.join(self.outputs.dir, self.outputs.video.filename.format(camera=cam))
-            w = self.video[cam] = VideoWriter(path, self.outputs.video)
+            fragmented = self.outputs.video.fragmented
+            if fragmented is None:
+                fragmented = cam in self.live
+            w = self.video[cam] = VideoWriter(path, self.outputs.video, fragmented=fragmented)
         return w
 
     def _write(self, frame: Frame) -> None:

@@ -8,6 +8,8 @@ and continues in a new segment `<name>.partN.mp4`: an H.264 stream in MP4 cannot
 size in place, and players handle segments better than a rescaled picture.
 Conversion uses OpenCV's BGR->I420 (about 2x cheaper than PyAV's own conversion).
 A hardware encoder (`codec: h264_nvenc`) that cannot open falls back to libx264.
+`fragmented` writes fragmented MP4 flushed about every second (the default for live
+cameras, which may run for months): even a killed process leaves a playable file.
 """
 from __future__ import annotations
 
@@ -26,8 +28,9 @@ SOFTWARE_CODEC = "libx264"
 
 
 class VideoWriter:
-    def __init__(self, path: str, config: VideoOutputConfig, encoder_threads: int = 1):
+    def __init__(self, path: str, config: VideoOutputConfig, encoder_threads: int = 1, fragmented: bool = False):
         self.path = path
+        self.fragmented = fragmented
         self.config = config
         self.codec = config.codec
         self.encoder_threads = encoder_threads
@@ -49,7 +52,7 @@ class VideoWriter:
         path = self._segment_path()
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         self._time_base = frame.time_base if frame.time_base else Fraction(1, 90000)
-        container = av.open(path, "w")
+        container = self._container_for(path)
         try:
             try:
                 stream = self._add_stream(container, self.codec, frame, width, height)
@@ -60,7 +63,7 @@ class VideoWriter:
                             getattr(e, "strerror", None) or e, SOFTWARE_CODEC)
                 self.codec = SOFTWARE_CODEC
                 container.close()
-                container = av.open(path, "w")
+                container = self._container_for(path)
                 stream = self._add_stream(container, self.codec, frame, width, height)
         except Exception:
             container.close()
@@ -69,6 +72,14 @@ class VideoWriter:
         self._size = (width, height)
         self._first_pts = None
         self._last_pts = -1
+
+    def _container_for(self, path: str):
+        if not self.fragmented or not path.endswith((".mp4", ".mov", ".m4v")):
+            return av.open(path, "w")
+        # Fragmented MP4, each fragment (~1 s) written out as it completes: a process that
+        # is killed outright (power loss, OOM killer, kill -9) still leaves a playable file.
+        return av.open(path, "w", options={"movflags": "frag_keyframe+empty_moov+default_base_moof",
+                                           "frag_duration": "1000000", "flush_packets": "1"})
 
     def _add_stream(self, container, codec: str, frame: Frame, width: int, height: int):
         """An opened encoder stream: opening here (not at the first packet) is what lets a

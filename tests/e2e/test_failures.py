@@ -171,3 +171,23 @@ def test_hardware_codecs_that_cannot_open_fall_back_to_software(tmp_path, short_
     with pyav.open(str(tmp_path / "out" / "a.mp4")) as c:
         assert c.streams.video[0].codec_context.name == "h264"
     assert frame_count(str(tmp_path / "out" / "a.mp4")) == 40
+
+
+def test_a_killed_process_leaves_playable_video_for_live_cameras(tmp_path, sample_path, model_path):
+    """kill -9 gives no chance to finalise: live cameras write fragmented MP4 flushed about
+    every second, so the file plays up to the last complete fragment."""
+    out = tmp_path / "out"
+    cfg = {"sources": [{"id": "cam", "uri": sample_path("bikes.mp4"), "live": True}],  # a file played as a camera
+           "models": {"det": detector_model(model_path)}, "graph": [{"detect": {"model": "det"}}],
+           "outputs": {"dir": str(out)}}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--config", str(path)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not (out / "detections.jsonl").exists() or len(read_jsonl(str(out / "detections.jsonl"))) < 75:
+        assert proc.poll() is None and time.monotonic() < deadline, "pipeline did not start"
+        time.sleep(0.1)
+    proc.kill()
+    proc.wait(10)
+    assert 20 <= frame_count(str(out / "cam.mp4")) < 250
