@@ -18,7 +18,18 @@ POLICIES = ("block", "drop_oldest")
 LETTERBOX_MODES = ("top_left", "center", "stretch", "center_crop")
 ENGINE_MODES = ("auto", "async", "thread")
 PROVIDERS = ("cpu", "cuda", "tensorrt")
-STAGE_TYPES = ("detect", "track", "classify", "analytics", "annotate")
+# Each stage type's options and their types: checked here, with the rest of the config,
+# so every mistake is reported in the same first round.
+STAGE_OPTIONS: dict[str, dict[str, type | tuple]] = {
+    "detect": {"model": str},
+    "track": {"high_threshold": float, "new_track_threshold": float, "match_iou": float, "low_match_iou": float,
+              "max_age": int, "class_aware": bool},
+    "classify": {"model": str, "classes": list, "min_size": float, "margin": float, "per_track": bool,
+                 "reclassify_interval": int, "regrow": float},
+    "analytics": {"cameras": dict},
+    "annotate": {},
+}
+STAGE_TYPES = tuple(STAGE_OPTIONS)
 
 
 class ConfigError(Exception):
@@ -458,6 +469,11 @@ def _parse_graph(r: _Reader, value: Any, models: dict[str, ModelConfig]) -> list
         if stype not in STAGE_TYPES:
             r.problem(path, f"unknown stage type {stype!r} (known: {', '.join(STAGE_TYPES)})")
             continue
+        schema = STAGE_OPTIONS[stype]
+        r.unknown_keys(options, f"{path}.{stype}", set(schema))
+        for key, kind in schema.items():
+            if key != "model":
+                r.get(options, key, f"{path}.{stype}", kind)
         if stype in ("detect", "classify"):
             model = options.get("model")
             if model not in models:
@@ -469,6 +485,12 @@ def _parse_graph(r: _Reader, value: Any, models: dict[str, ModelConfig]) -> list
         stages.append(StageConfig(stype, options, f"{path}.{stype}"))
     if stages and stages[0].type != "detect":
         r.problem("graph[0]", "the first stage must be 'detect'")
+    if stages and stages[0].type == "detect" and stages[0].options.get("model") in models:
+        labels = models[stages[0].options["model"]].labels
+        for sc in stages:
+            for i, c in enumerate(sc.options.get("classes") or [] if sc.type == "classify" else []):
+                if labels and c not in labels:
+                    r.problem(f"{sc.path}.classes[{i}]", f"unknown detector class {c!r}")
     types = [s.type for s in stages]
     for i, sc in enumerate(stages):
         needs_track = sc.type == "analytics" or (sc.type == "classify" and sc.options.get("per_track"))

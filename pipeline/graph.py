@@ -132,9 +132,9 @@ class Pipeline:
             elif sc.type == "classify":
                 model = cfg.models[sc.options["model"]]
                 stage = ClassifyStage(f"classify.{model.name}", model, self._engine(model.name), detect_model.labels,
-                                      sc.options, sc.path, self.metrics, self.control, q)
+                                      sc.options, self.metrics, self.control, q)
             elif sc.type == "track":
-                stage = TrackStage("track", sc.options, sc.path, self.metrics, self.control, q)
+                stage = TrackStage("track", sc.options, self.metrics, self.control, q)
             elif sc.type == "analytics":
                 stage = AnalyticsStage("analytics", sc.options, sc.path, detect_model.labels, cameras, self.metrics,
                                        self.control, q)

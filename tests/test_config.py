@@ -140,7 +140,7 @@ def test_cli_validate_checks_models_stage_options_and_videos_without_writing(tmp
     data["graph"].insert(1, {"track": {"max_agee": 3}})
     r = subprocess.run([*pipeline_cmd, "validate", "--config", write_config(data)], capture_output=True, text=True,
                        cwd=ROOT)
-    assert r.returncode == 2 and "error: graph[1].track.max_agee: unknown option" in r.stderr
+    assert r.returncode == 2 and "error: graph[1].track.max_agee: unknown key" in r.stderr
     data["graph"].pop(1)
     r = subprocess.run([*pipeline_cmd, "validate", "--config", write_config(data)], capture_output=True, text=True,
                        cwd=ROOT)

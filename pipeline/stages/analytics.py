@@ -85,9 +85,6 @@ def _points(value, path: str, n: int | None, problems: list[str]) -> np.ndarray 
 
 def parse_analytics(options: dict, path: str, labels: list[str]) -> dict[str, CameraAnalytics]:
     problems: list[str] = []
-    for k in options:
-        if k != "cameras":
-            problems.append(f"{path}.{k}: unknown option (known: cameras)")
     out: dict[str, CameraAnalytics] = {}
     for cam, spec in (options.get("cameras") or {}).items():
         cpath = f"{path}.cameras.{cam}"

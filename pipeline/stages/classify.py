@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipeline.config import ConfigError, ModelConfig
+from pipeline.config import ModelConfig
 from pipeline.decoders.layouts import classify
 from pipeline.engines.engine import Chunks, Engine
 from pipeline.frames import EndOfStream, Frame
@@ -62,24 +62,18 @@ def forget_stale(tracks: dict[int, _TrackLabel], seq: int) -> None:
 
 class ClassifyStage(InferenceStage):
     def __init__(self, name: str, model: ModelConfig, engine: Engine, detector_labels: list[str], options: dict,
-                 path: str, metrics: Metrics, control: RunControl, queue_size: int):
+                 metrics: Metrics, control: RunControl, queue_size: int):
         super().__init__(name, engine, metrics, control, queue_size, pass_through_room=8)
         self.model = model
-        known = {"model", "classes", "min_size", "margin", "per_track", "reclassify_interval", "regrow"}
-        problems = [f"{path}.{k}: unknown option (known: {', '.join(sorted(known))})" for k in options if k not in known]
-        classes = options.get("classes")
+        classes = options.get("classes")  # checked against the detector's labels with the config
         self.class_ids: np.ndarray | None = None
         if classes is not None:
-            missing = [c for c in classes if c not in detector_labels]
-            problems += [f"{path}.classes: unknown detector class {c!r}" for c in missing]
             self.class_ids = np.array([detector_labels.index(c) for c in classes if c in detector_labels], np.int64)
         self.min_size = float(options.get("min_size", 24))
         self.margin = float(options.get("margin", 0.0))
         self.per_track = bool(options.get("per_track", False))
         self.reclassify_interval = int(options.get("reclassify_interval", 15))
         self.regrow = float(options.get("regrow", 2.0))
-        if problems:
-            raise ConfigError(problems)
         self.preprocess = Preprocessor(model)
         self._crops: list[np.ndarray] = []
         self._refs: list[tuple[_Pending, int, _TrackLabel | None]] = []  # (frame, row, its track's label)

@@ -22,7 +22,6 @@ from typing import Iterable
 
 import numpy as np
 
-from pipeline.config import ConfigError
 from pipeline.decoders.nms import iou_matrix
 from pipeline.frames import EndOfStream, Frame, Item
 from pipeline.metrics.registry import Metrics
@@ -171,14 +170,8 @@ class ByteTracker:
 class TrackStage(Stage):
     """Per-camera trackers; frames arrive in order (the detector restores it)."""
 
-    OPTIONS = {"high_threshold", "new_track_threshold", "match_iou", "low_match_iou", "max_age", "class_aware"}
-
-    def __init__(self, name: str, options: dict, path: str, metrics: Metrics, control: RunControl, queue_size: int):
-        super().__init__(name, metrics, control, queue_size)
-        unknown = [k for k in options if k not in self.OPTIONS]
-        if unknown:
-            raise ConfigError([f"{path}.{k}: unknown option (known: {', '.join(sorted(self.OPTIONS))})"
-                               for k in unknown])
+    def __init__(self, name: str, options: dict, metrics: Metrics, control: RunControl, queue_size: int):
+        super().__init__(name, metrics, control, queue_size)  # options are checked with the config
         self.params = dict(high=float(options.get("high_threshold", 0.4)),
                            new_track=float(options.get("new_track_threshold", 0.5)),
                            match_iou=float(options.get("match_iou", 0.2)),

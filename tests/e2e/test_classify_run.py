@@ -67,14 +67,14 @@ def test_crops_of_four_cameras_share_batches_and_every_frame_arrives_in_order(tm
     assert snap["engines"]["cls"]["mean_batch"] > 4
 
 
-def test_classifier_stage_rejects_unknown_options_and_classes(tmp_path, model_path, short_clips, write_config):
+def test_classifier_options_and_classes_are_checked_with_the_config(tmp_path, model_path, short_clips, write_config):
     from pipeline.config import ConfigError, load_config
-    from pipeline.graph import Pipeline
 
     cfg = {"sources": [{"id": "a", "uri": short_clips["bikes"]}],
            "models": {"det": detector_model(model_path), "cls": classifier_model(model_path)},
-           "graph": graph(["car", "spaceship"], min_sise=3)}
+           "graph": graph(["car", "spaceship"], min_sise=3, min_size="big")}
     with pytest.raises(ConfigError) as e:
-        Pipeline(load_config(write_config(cfg)))
-    assert "graph[1].classify.min_sise: unknown option" in str(e.value)
-    assert "graph[1].classify.classes: unknown detector class 'spaceship'" in str(e.value)
+        load_config(write_config(cfg))
+    assert "graph[1].classify.min_sise: unknown key" in str(e.value)
+    assert "graph[1].classify.min_size: expected a number, got str 'big'" in str(e.value)
+    assert "graph[1].classify.classes[1]: unknown detector class 'spaceship'" in str(e.value)
