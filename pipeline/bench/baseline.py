@@ -27,6 +27,7 @@ from pipeline.metrics.histogram import Histogram
 from pipeline.metrics.registry import thread_count
 from pipeline.sinks.video import VideoWriter
 from pipeline.stages.annotate import Labels, draw_detections
+from pipeline.stages.crops import CropPolicy
 from pipeline.stages.preprocess import Preprocessor
 
 
@@ -51,12 +52,7 @@ def run_baseline(config: Config, frames: int, tuned: bool = False, live: bool = 
     processed = [0]
     lock = threading.Lock()
     peak = [thread_count()]
-    allowed = None
-    min_size = 0.0
-    if classify_stage:
-        names = classify_stage.options.get("classes")
-        allowed = [detect_model.labels.index(c) for c in names] if names else None
-        min_size = float(classify_stage.options.get("min_size", 24))
+    crops = CropPolicy.from_options(classify_stage.options, detect_model.labels) if classify_stage else None
 
     def process(cam: str, seq: int, vf, time_base, rate, arrival: float, pre, cls_pre, decoder, writer) -> None:
         image = vf.to_ndarray(format="bgr24")
@@ -65,14 +61,10 @@ def run_baseline(config: Config, frames: int, tuned: bool = False, live: bool = 
         det = decoder.decode(out, 1)[0]
         det.xyxy = box.to_frame(det.xyxy)
         frame = Frame(cam, seq, None, time_base, image, arrival, rate=rate, detections=det)
-        if cls_session is not None and cls_pre is not None and len(det):
+        if cls_session is not None and cls_pre is not None and crops is not None and len(det):
             det.ensure_sub_labels()
-            wh = det.xyxy[:, 2:] - det.xyxy[:, :2]
-            for i in range(len(det)):
-                if (allowed is not None and det.class_id[i] not in allowed) or wh[i].min() < min_size:
-                    continue
-                x1, y1, x2, y2 = det.xyxy[i].astype(int)
-                crop, _ = cls_pre(image[max(0, y1):y2, max(0, x1):x2])
+            for i in crops.rows(det):
+                crop, _ = cls_pre(crops.crop(image, det.xyxy[i]))
                 logits = cls_session.run(None, {cls_session.get_inputs()[0].name: crop.numpy()[None]})[0]
                 ids, scores = classify(logits, cls_model.softmax)  # type: ignore[union-attr]
                 det.sub_class_id[i], det.sub_score[i] = ids[0], scores[0]  # type: ignore[index]

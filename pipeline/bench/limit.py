@@ -20,6 +20,7 @@ from pipeline.decoders.layouts import DetectionDecoder
 from pipeline.frames import Frame
 from pipeline.sinks.video import VideoWriter
 from pipeline.stages.annotate import Labels, draw_detections
+from pipeline.stages.crops import CropPolicy
 from pipeline.stages.preprocess import Preprocessor
 
 
@@ -103,16 +104,9 @@ def measure_costs(config: Config, frames: int = 100) -> dict:
     crops_per_frame = 0.0
     if stage is not None:
         cls_model = config.models[stage.options["model"]]
-        allowed = [detect_model.labels.index(c) for c in stage.options.get("classes", [])] or None
-        min_size = float(stage.options.get("min_size", 24))
+        policy = CropPolicy.from_options(stage.options, detect_model.labels)
         cls_pre = Preprocessor(cls_model)
-        crops = []
-        for (img, _, _), d in zip(images, dets):
-            wh = d.xyxy[:, 2:] - d.xyxy[:, :2]
-            for i in range(len(d)):
-                if (allowed is None or d.class_id[i] in allowed) and wh[i].min() >= min_size:
-                    x1, y1, x2, y2 = d.xyxy[i].astype(int)
-                    crops.append(img[max(0, y1):y2, max(0, x1):x2])
+        crops = [policy.crop(img, d.xyxy[i]) for (img, _, _), d in zip(images, dets) for i in policy.rows(d)]
         crops_per_frame = len(crops) / n
         if crops:
             cls_session = create_session(cls_model, 1)

@@ -87,9 +87,11 @@ class Metrics:
         with self._lock:
             self.camera(cam).dropped[reason] += n
 
-    def error(self, cam: str) -> None:
+    def error(self, cam: str, stage: str | None = None) -> None:
         with self._lock:
             self.camera(cam).errors += 1
+            if stage is not None:
+                self.stages[stage].errors += 1
 
     def frame_in(self, cam: str) -> None:
         with self._lock:

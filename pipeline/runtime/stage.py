@@ -33,9 +33,7 @@ def contain(metrics: Metrics, stage: str, frame: Frame, error: BaseException) ->
     """Record a per-frame failure: counted, logged once per frame, kept on the frame."""
     message = f"{stage}: {type(error).__name__}: {error}"
     frame.errors.append(message)
-    metrics.error(frame.camera)
-    with metrics._lock:
-        metrics.stages[stage].errors += 1
+    metrics.error(frame.camera, stage)
     log.warning("camera %s frame %d: %s", frame.camera, frame.seq, message)
 
 

@@ -24,6 +24,7 @@ from pipeline.frames import EndOfStream, Frame
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.queues import QueueClosed
 from pipeline.runtime.stage import RunControl, contain
+from pipeline.stages.crops import CropPolicy
 from pipeline.stages.inference import InferenceStage
 from pipeline.stages.preprocess import Preprocessor
 
@@ -65,17 +66,12 @@ class ClassifyStage(InferenceStage):
                  metrics: Metrics, control: RunControl, queue_size: int):
         super().__init__(name, engine, metrics, control, queue_size, pass_through_room=8)
         self.model = model
-        classes = options.get("classes")  # checked against the detector's labels with the config
-        self.class_ids: np.ndarray | None = None
-        if classes is not None:
-            self.class_ids = np.array([detector_labels.index(c) for c in classes if c in detector_labels], np.int64)
-        self.min_size = float(options.get("min_size", 24))
-        self.margin = float(options.get("margin", 0.0))
+        self.crops = CropPolicy.from_options(options, detector_labels)
         self.per_track = bool(options.get("per_track", False))
         self.reclassify_interval = int(options.get("reclassify_interval", 15))
         self.regrow = float(options.get("regrow", 2.0))
         self.preprocess = Preprocessor(model)
-        self._crops: list[np.ndarray] = []
+        self._inputs: list = []  # crops preprocessed for the next batch
         self._refs: list[tuple[_Pending, int, _TrackLabel | None]] = []  # (frame, row, its track's label)
         self._first_crop_at = 0.0
         self._tracks: dict[str, dict[int, _TrackLabel]] = defaultdict(dict)
@@ -87,11 +83,11 @@ class ClassifyStage(InferenceStage):
         try:
             while not self.control.abort.is_set():
                 timeout = 0.2
-                if self._crops:
+                if self._inputs:
                     timeout = max(0.0, self._first_crop_at + wait_s - time.perf_counter())
                 item = self.input.get(timeout=timeout)
                 if item is None:
-                    if self._crops:
+                    if self._inputs:
                         self._flush()
                     continue
                 if isinstance(item, EndOfStream):
@@ -100,28 +96,18 @@ class ClassifyStage(InferenceStage):
                     self.pass_through(item)
                     continue
                 self._take(item)
-                if len(self._crops) >= self.model.batching.max_batch:
+                if len(self._inputs) >= self.model.batching.max_batch:
                     self._flush()
         except QueueClosed:
             return
-
-    def _selected(self, frame: Frame) -> np.ndarray:
-        det = frame.detections
-        if det is None or len(det) == 0:
-            return np.zeros((0,), np.int64)
-        wh = det.xyxy[:, 2:] - det.xyxy[:, :2]
-        keep = np.minimum(wh[:, 0], wh[:, 1]) >= self.min_size
-        if self.class_ids is not None:
-            keep &= np.isin(det.class_id, self.class_ids)
-        return np.nonzero(keep)[0]
 
     def _take(self, frame: Frame) -> None:
         t0 = time.perf_counter()
         frame.stamps[self.name] = t0
         pending = _Pending(frame, 1)  # the 1 is this method's hold: released at the end
         try:
-            rows = self._selected(frame)
             det = frame.detections
+            rows = self.crops.rows(det)
             chosen: list[tuple[int, _TrackLabel | None]] = []
             if len(rows):
                 assert det is not None
@@ -130,7 +116,7 @@ class ClassifyStage(InferenceStage):
             for r, state in chosen:
                 assert det is not None
                 try:
-                    tensor, _ = self.preprocess(self._crop(frame.image, det.xyxy[r]))
+                    tensor, _ = self.preprocess(self.crops.crop(frame.image, det.xyxy[r]))
                 except Exception as e:  # this crop only: the frame's other rows go on
                     contain(self.metrics, self.name, frame, e)
                     continue
@@ -138,11 +124,11 @@ class ClassifyStage(InferenceStage):
                     pending.remaining += 1
                     if state is not None:
                         state.inflight += 1
-                if not self._crops:
+                if not self._inputs:
                     self._first_crop_at = time.perf_counter()
-                self._crops.append(tensor)
+                self._inputs.append(tensor)
                 self._refs.append((pending, r, state))
-                if len(self._crops) >= self.model.batching.max_batch:
+                if len(self._inputs) >= self.model.batching.max_batch:
                     self._flush()
         except Exception as e:
             contain(self.metrics, self.name, frame, e)
@@ -196,23 +182,11 @@ class ClassifyStage(InferenceStage):
                 saved.calls_saved += 1
         return chosen
 
-    def _crop(self, image: np.ndarray, box: np.ndarray) -> np.ndarray:
-        x1, y1, x2, y2 = box
-        if self.margin:
-            mx, my = (x2 - x1) * self.margin, (y2 - y1) * self.margin
-            x1, y1, x2, y2 = x1 - mx, y1 - my, x2 + mx, y2 + my
-        h, w = image.shape[:2]
-        xa, ya = int(max(0, np.floor(x1))), int(max(0, np.floor(y1)))
-        xb, yb = int(min(w, np.ceil(x2))), int(min(h, np.ceil(y2)))
-        if xb <= xa or yb <= ya:
-            raise ValueError(f"empty crop for box {box.tolist()}")
-        return image[ya:yb, xa:xb]
-
     def _flush(self) -> None:
-        if not self._crops:
+        if not self._inputs:
             return
-        crops, refs = self._crops, self._refs
-        self._crops, self._refs = [], []
+        crops, refs = self._inputs, self._refs
+        self._inputs, self._refs = [], []
         self.submit(crops, refs)
 
     # -- completion side ----------------------------------------------------------------
