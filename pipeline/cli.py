@@ -1,7 +1,11 @@
 """`pipeline run | validate | models | bench` (also `python -m pipeline`).
 
-Exit status: 0 done, 1 a run whose cameras all failed, 2 bad configuration or model
-(nothing started), 130 interrupted by a signal (outputs finalised).
+Exit status: 0 done, 1 a run whose cameras all failed or whose outputs could not all be
+written, 2 bad configuration, model or output (every problem listed, nothing started),
+130 interrupted by a signal (outputs finalised).
+
+Only the standard library is imported at module level: a Ctrl-C while the heavy
+libraries load or models open ends the command at once, quietly, with status 130.
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ import signal
 import sys
 import time
 
-from pipeline.config import ConfigError, load_config
+INTERRUPTED = 130
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -22,54 +26,70 @@ def _setup_logging(verbose: bool) -> None:
                         stream=sys.stderr)
 
 
-def _config_errors(e: ConfigError) -> int:
-    for p in e.problems:
+def _quit_on_signal(signum: int, _frame) -> None:
+    """Before any camera starts nothing needs finalising: leave now, quietly."""
+    print(f"\n{signal.Signals(signum).name}: stopped before starting", file=sys.stderr)
+    os._exit(INTERRUPTED)
+
+
+def _problems(problems: list[str]) -> int:
+    for p in problems:
         print(f"error: {p}", file=sys.stderr)
     return 2
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Everything `run` checks before starting, plus that every file camera is readable
-    (at run time an unreadable camera is closed and the others go on)."""
-    from pipeline.engines.session import ModelError
-    from pipeline.graph import Pipeline
-    from pipeline.sources.video import probe
+    """Everything `run` checks before starting, plus one frame of every file camera and
+    the metrics port; nothing is written."""
+    from pipeline.config import ConfigError
+    from pipeline.preflight import check
 
     try:
-        config = load_config(args.config)
-        Pipeline(config).close()
+        checked = check(args.config, for_run=False)
     except ConfigError as e:
-        return _config_errors(e)
-    except ModelError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    problems = [f"sources[{i}].uri: {msg}" for i, s in enumerate(config.sources)
-                if not s.live and (msg := probe(s.uri))]
-    if problems:
-        return _config_errors(ConfigError(problems))
-    print(f"{args.config}: ok ({len(config.sources)} camera(s), {len(config.models)} model(s), "
-          f"{len(config.graph)} stage(s))")
+        return _problems(e.problems)
+    if checked.problems:
+        return _problems(checked.problems)
+    c = checked.config
+    print(f"{args.config}: ok ({len(c.sources)} camera(s), {len(c.used_models())} model(s), "
+          f"{len(c.graph)} stage(s))")
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from pipeline.config import ConfigError
     from pipeline.engines.session import ModelError
     from pipeline.graph import Pipeline
     from pipeline.metrics.report import progress_line, summary_table
+    from pipeline.preflight import check
 
+    if args.max_frames is not None and args.max_frames < 1:
+        return _problems([f"--max-frames: must be >= 1, got {args.max_frames}"])
+    cameras = [c for c in args.cameras.split(",") if c] if args.cameras is not None else None
+    if cameras is not None and not cameras:
+        return _problems(["--cameras: expected camera ids separated by commas"])
     try:
-        config = load_config(args.config)
-        if args.cameras:
-            config = config.subset(args.cameras.split(","))
-        if args.report:
-            config.metrics.report = os.path.abspath(args.report)
-        pipeline = Pipeline(config, output_dir=args.output, max_frames=args.max_frames)
+        checked = check(args.config, args.output, args.report, cameras, for_run=True)
+        if checked.problems:
+            return _problems(checked.problems)
+        config = checked.config
+        pipeline = Pipeline(config, max_frames=args.max_frames, sessions=checked.sessions)
     except ConfigError as e:
-        return _config_errors(e)
+        return _problems(e.problems)
     except ModelError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return _problems([str(e)])
     log = logging.getLogger("pipeline")
+    exporter = None
+    if config.metrics.prometheus_port is not None:
+        from pipeline.metrics.prometheus import PrometheusExporter
+
+        try:
+            exporter = PrometheusExporter(pipeline.snapshot, config.metrics.prometheus_port)
+        except OSError as e:
+            pipeline.close()
+            return _problems([f"metrics.prometheus_port: cannot serve on port {config.metrics.prometheus_port}: "
+                              f"{e.strerror or e}"])
+        log.info("metrics on http://127.0.0.1:%d/metrics", exporter.port)
     signals: list[int] = []
 
     def on_signal(signum: int, _frame) -> None:
@@ -81,13 +101,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             log.warning("%s again: aborting, finalising the output files now", signal.Signals(signum).name)
             pipeline.stop(abort=True)
 
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    exporter = None
-    if config.metrics.prometheus_port is not None:
-        from pipeline.metrics.prometheus import PrometheusExporter
-
-        exporter = PrometheusExporter(pipeline.snapshot, config.metrics.prometheus_port)
-        log.info("metrics on http://127.0.0.1:%d/metrics", exporter.port)
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, on_signal)
     tty = sys.stderr.isatty() and not args.quiet
     pipeline.start()
     last_log = time.monotonic()
@@ -102,21 +117,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         if tty:
             print(file=sys.stderr)
-        pipeline.close()
-        for s, h in old.items():
-            signal.signal(s, h)
+        pipeline.close(timeout=5.0 if len(signals) > 1 else 30.0)
     snap = pipeline.snapshot()
     if exporter is not None:
         exporter.close()
     print(summary_table(snap))
     if config.metrics.report:
-        os.makedirs(os.path.dirname(config.metrics.report) or ".", exist_ok=True)
-        with open(config.metrics.report, "w") as f:
-            json.dump(snap, f, indent=2)
-        log.info("report written to %s", config.metrics.report)
+        try:
+            with open(config.metrics.report, "w") as f:
+                json.dump(snap, f, indent=2)
+            log.info("report written to %s", config.metrics.report)
+        except OSError as e:
+            log.error("metrics.report: could not write %s: %s", config.metrics.report, e.strerror or e)
     if signals:
-        return 130
+        return INTERRUPTED
     cams = snap["cameras"].values()
+    if pipeline.outputs_failed:
+        return 1
     return 1 if cams and all(c["state"] == "failed" for c in cams) else 0
 
 
@@ -173,9 +190,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, _quit_on_signal)
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose)
-    return args.func(args)
+    if args.command in ("models", "bench"):  # long work without outputs to finalise: clean up and stop
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -2,7 +2,10 @@
 
 Detections are struct-of-arrays (one numpy array per field) so that decoding, NMS,
 mapping back to frame pixels and tracking stay vectorised; a frame carries exactly one
-`Detections` for its whole life and stages fill in columns (track ids, secondary labels).
+`Detections` for its whole life and stages fill in columns: track ids, and one
+`Attribute` per classifier stage (keyed by the stage's name), so any number of
+classifiers can label the same objects. Class ids travel with their `ClassNames`, so
+every consumer (drawing, JSON lines, analytics) names them the same way.
 """
 from __future__ import annotations
 
@@ -13,6 +16,37 @@ from fractions import Fraction
 import numpy as np
 
 
+class ClassNames:
+    """Names of a model's class ids."""
+
+    __slots__ = ("names",)
+
+    def __init__(self, names: list[str] | None = None):
+        self.names = list(names or [])
+
+    def __call__(self, class_id: int) -> str:
+        return self.names[class_id] if 0 <= class_id < len(self.names) else str(class_id)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def ids(self, names: list[str]) -> np.ndarray:
+        return np.array([self.names.index(n) for n in names], np.int64)
+
+
+@dataclass
+class Attribute:
+    """One classifier's verdict per detection row: class id (-1: not classified) and score."""
+
+    class_id: np.ndarray
+    score: np.ndarray
+    names: ClassNames
+
+    @classmethod
+    def unset(cls, rows: int, names: ClassNames) -> "Attribute":
+        return cls(np.full((rows,), -1, np.int64), np.zeros((rows,), np.float32), names)
+
+
 @dataclass
 class Detections:
     """Boxes in frame pixels (x1, y1, x2, y2) with their scores and class ids."""
@@ -20,41 +54,24 @@ class Detections:
     xyxy: np.ndarray
     score: np.ndarray
     class_id: np.ndarray
+    names: ClassNames = field(default_factory=ClassNames)
     track_id: np.ndarray | None = None
-    sub_class_id: np.ndarray | None = None
-    sub_score: np.ndarray | None = None
+    attributes: dict[str, Attribute] = field(default_factory=dict)
 
     @classmethod
-    def empty(cls) -> "Detections":
-        return cls(
-            xyxy=np.zeros((0, 4), np.float32),
-            score=np.zeros((0,), np.float32),
-            class_id=np.zeros((0,), np.int64),
-        )
+    def empty(cls, names: ClassNames | None = None) -> "Detections":
+        return cls(xyxy=np.zeros((0, 4), np.float32), score=np.zeros((0,), np.float32),
+                   class_id=np.zeros((0,), np.int64), names=names or ClassNames())
 
     def __len__(self) -> int:
         return int(self.xyxy.shape[0])
 
-    def select(self, keep: np.ndarray) -> "Detections":
-        """Rows picked by an index or boolean mask, every filled column kept aligned."""
-
-        def pick(a: np.ndarray | None) -> np.ndarray | None:
-            return None if a is None else a[keep]
-
-        return Detections(
-            xyxy=self.xyxy[keep],
-            score=self.score[keep],
-            class_id=self.class_id[keep],
-            track_id=pick(self.track_id),
-            sub_class_id=pick(self.sub_class_id),
-            sub_score=pick(self.sub_score),
-        )
-
-    def ensure_sub_labels(self) -> None:
-        """Create the secondary-label columns (-1 = not classified) before a classifier fills them."""
-        if self.sub_class_id is None:
-            self.sub_class_id = np.full((len(self),), -1, np.int64)
-            self.sub_score = np.zeros((len(self),), np.float32)
+    def attribute(self, stage: str, names: ClassNames) -> Attribute:
+        """The attribute column a classifier stage fills, created unset on first use."""
+        attr = self.attributes.get(stage)
+        if attr is None:
+            attr = self.attributes[stage] = Attribute.unset(len(self), names)
+        return attr
 
 
 @dataclass
@@ -87,6 +104,26 @@ class Letterbox:
 
 
 @dataclass
+class LineCount:
+    """A counting line as it stands after this frame, for drawing."""
+
+    name: str
+    a: tuple[float, float]
+    b: tuple[float, float]
+    into: int
+    out: int
+
+
+@dataclass
+class ZoneCount:
+    """A zone as it stands after this frame, for drawing."""
+
+    name: str
+    polygon: np.ndarray
+    inside: int
+
+
+@dataclass
 class Frame:
     """One decoded picture of one camera on its way through the graph.
 
@@ -106,6 +143,8 @@ class Frame:
     tensor: object | None = None  # the model input (`ModelInput`) until the detector has run
     letterbox: Letterbox | None = None
     detections: Detections | None = None
+    lines: list[LineCount] = field(default_factory=list)  # analytics results on this frame
+    zones: list[ZoneCount] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     stamps: dict[str, float] = field(default_factory=dict)

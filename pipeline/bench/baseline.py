@@ -20,15 +20,15 @@ import av
 import numpy as np
 import onnxruntime as ort
 
-from pipeline.config import Config, ModelConfig
+from pipeline.config import ClassifySpec, Config, ModelConfig
 from pipeline.decoders.layouts import DetectionDecoder, classify
-from pipeline.frames import Frame
+from pipeline.frames import ClassNames, Frame
 from pipeline.metrics.histogram import Histogram
 from pipeline.metrics.registry import thread_count
+from pipeline.preprocess import Preprocessor
 from pipeline.sinks.video import VideoWriter
-from pipeline.stages.annotate import Labels, draw_detections
+from pipeline.stages.annotate import draw_detections
 from pipeline.stages.crops import CropPolicy
-from pipeline.stages.preprocess import Preprocessor
 
 
 def _session(model: ModelConfig, tuned: bool) -> ort.InferenceSession:
@@ -41,18 +41,18 @@ def _session(model: ModelConfig, tuned: bool) -> ort.InferenceSession:
 def run_baseline(config: Config, frames: int, tuned: bool = False, live: bool = False,
                  timeline: list | None = None, seconds: float = 0.0) -> dict:
     """Run the baseline on every camera: `frames` each, or in `live` mode for `seconds`."""
-    detect_model = config.detect_model()
-    classify_stage = next((s for s in config.graph if s.type == "classify"), None)
-    cls_model = config.models[classify_stage.options["model"]] if classify_stage else None
+    detect_model = config.detector
+    classify_stage = next((s for s in config.graph if isinstance(s, ClassifySpec)), None)
+    cls_model = config.models[classify_stage.model] if classify_stage else None
     det_session = _session(detect_model, tuned)
     cls_session = _session(cls_model, tuned) if cls_model else None
-    labels = Labels(detect_model.labels, cls_model.labels if cls_model else None)
+    cls_names = ClassNames(cls_model.labels if cls_model else None)
     out_dir = tempfile.mkdtemp(prefix="baseline-")
     latency = Histogram()
     processed = [0]
     lock = threading.Lock()
     peak = [thread_count()]
-    crops = CropPolicy.from_options(classify_stage.options, detect_model.labels) if classify_stage else None
+    crops = CropPolicy.from_spec(classify_stage, ClassNames(detect_model.labels)) if classify_stage else None
 
     def process(cam: str, seq: int, vf, time_base, rate, arrival: float, pre, cls_pre, decoder, writer) -> None:
         image = vf.to_ndarray(format="bgr24")
@@ -62,13 +62,14 @@ def run_baseline(config: Config, frames: int, tuned: bool = False, live: bool = 
         det.xyxy = box.to_frame(det.xyxy)
         frame = Frame(cam, seq, None, time_base, image, arrival, rate=rate, detections=det)
         if cls_session is not None and cls_pre is not None and crops is not None and len(det):
-            det.ensure_sub_labels()
+            assert classify_stage is not None and cls_model is not None
+            attr = det.attribute(classify_stage.stage_name, cls_names)
             for i in crops.rows(det):
                 crop, _ = cls_pre(crops.crop(image, det.xyxy[i]))
                 logits = cls_session.run(None, {cls_session.get_inputs()[0].name: crop.numpy()[None]})[0]
-                ids, scores = classify(logits, cls_model.softmax)  # type: ignore[union-attr]
-                det.sub_class_id[i], det.sub_score[i] = ids[0], scores[0]  # type: ignore[index]
-        draw_detections(image, frame, labels)
+                ids, scores = classify(logits, cls_model.softmax)
+                attr.class_id[i], attr.score[i] = ids[0], scores[0]
+        draw_detections(image, det)
         writer.write(frame)
         done = time.perf_counter()
         latency.record(done - arrival)

@@ -14,14 +14,14 @@ import time
 import av
 import numpy as np
 
-from pipeline.config import Config
-from pipeline.engines.session import create_session
+from pipeline.config import ClassifySpec, Config
 from pipeline.decoders.layouts import DetectionDecoder
-from pipeline.frames import Frame
+from pipeline.engines.session import create_session
+from pipeline.frames import ClassNames, Frame
+from pipeline.preprocess import Preprocessor
 from pipeline.sinks.video import VideoWriter
-from pipeline.stages.annotate import Labels, draw_detections
+from pipeline.stages.annotate import draw_detections
 from pipeline.stages.crops import CropPolicy
-from pipeline.stages.preprocess import Preprocessor
 
 
 def _timed(fn, items) -> float:
@@ -63,7 +63,7 @@ def measure_costs(config: Config, frames: int = 100) -> dict:
     """Per-frame cost in ms of every stage of `config`'s graph, on the first `frames`
     frames of each distinct clip of its cameras (the frames a benchmark run processes,
     so crops per frame are those of the run)."""
-    detect_model = config.detect_model()
+    detect_model = config.detector
     images, rates = [], []
     decode_times: list[float] = []
     for uri in dict.fromkeys(s.uri for s in config.sources):
@@ -100,11 +100,11 @@ def measure_costs(config: Config, frames: int = 100) -> dict:
         dets.append(d)
 
     cost["postprocess"] = _timed(post, list(range(n)))
-    stage = next((s for s in config.graph if s.type == "classify"), None)
+    stage = next((s for s in config.graph if isinstance(s, ClassifySpec)), None)
     crops_per_frame = 0.0
     if stage is not None:
-        cls_model = config.models[stage.options["model"]]
-        policy = CropPolicy.from_options(stage.options, detect_model.labels)
+        cls_model = config.models[stage.model]
+        policy = CropPolicy.from_spec(stage, ClassNames(detect_model.labels))
         cls_pre = Preprocessor(cls_model)
         crops = [policy.crop(img, d.xyxy[i]) for (img, _, _), d in zip(images, dets) for i in policy.rows(d)]
         crops_per_frame = len(crops) / n
@@ -114,10 +114,9 @@ def measure_costs(config: Config, frames: int = 100) -> dict:
             per_crop, _ = _per_image(cls_session, tensors, (1, 4, 8, 16))
             cost["classifier"] = per_crop * crops_per_frame
             cost["classifier_preprocess"] = _timed(lambda c: cls_pre(c)[0].numpy(), crops) * crops_per_frame
-    labels = Labels(detect_model.labels)
     frames_ = [Frame("c", i, pts, tb, img.copy(), 0.0, rate=rates[0], detections=d)
                for i, ((img, pts, tb), d) in enumerate(zip(images, dets))]
-    cost["annotate"] = _timed(lambda f: draw_detections(f.image, f, labels), frames_)
+    cost["annotate"] = _timed(lambda f: draw_detections(f.image, f.detections), frames_)
     if config.outputs.video.enabled:
         with tempfile.TemporaryDirectory() as tmp:
             writers: dict = {}

@@ -10,7 +10,6 @@ baseline's unbounded buffering).
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import logging
 import math
@@ -24,66 +23,55 @@ import onnxruntime as ort
 
 from pipeline.bench.baseline import percentile_series, run_baseline
 from pipeline.bench.limit import measure_costs
-from pipeline.config import Config, load_config
+from pipeline.config import ClassifySpec, Config, QueueConfig, TrackSpec, load_config
 
 log = logging.getLogger("pipeline.bench")
 
 
-def with_cameras(config: Config, n: int, live: bool = False) -> Config:
-    cfg = copy.deepcopy(config)
-    base = cfg.sources
+def with_cameras(config: Config, n: int, live: bool = False, policy: str = "drop_oldest") -> Config:
+    """The config's cameras repeated to `n`; `live`: paced and looped, as live cameras."""
+    base = config.sources
     sources = []
     for i in range(n):
         s = replace(base[i % len(base)], id=f"cam{i}")
         if live:
-            s = replace(s, live=True, realtime=True, loop=True, queue=replace(s.queue, policy="drop_oldest", size=2))
+            s = replace(s, live=True, realtime=True, loop=True, queue=QueueConfig(size=2, policy=policy))
         sources.append(s)
-    cfg.sources = sources
-    return cfg
+    return replace(config, sources=sources)
 
 
 def without_classifier(config: Config) -> Config:
-    cfg = copy.deepcopy(config)
-    cfg.graph = [s for s in cfg.graph if s.type != "classify"]
-    return cfg
+    return replace(config, graph=[s for s in config.graph if not isinstance(s, ClassifySpec)])
 
 
 def per_track(config: Config) -> Config:
     """The classifier graph with a tracker in front: each vehicle classified once per track."""
-    from pipeline.config import StageConfig
-
-    cfg = copy.deepcopy(config)
-    graph = [s for s in cfg.graph if s.type != "track"]
-    at = next(i for i, s in enumerate(graph) if s.type == "classify")
-    graph.insert(at, StageConfig("track", {}, "graph[track]"))
-    for s in graph:
-        if s.type == "classify":
-            s.options = {**s.options, "per_track": True}
-    cfg.graph = graph
-    return cfg
+    graph = [s for s in config.graph if not isinstance(s, TrackSpec)]
+    at = next(i for i, s in enumerate(graph) if isinstance(s, ClassifySpec))
+    graph.insert(at, TrackSpec(path="graph[track]"))
+    graph = [replace(s, per_track=True) if isinstance(s, ClassifySpec) else s for s in graph]
+    return replace(config, graph=graph)
 
 
 def apply_sweep(config: Config, key: str, value: str) -> Config:
-    cfg = copy.deepcopy(config)
-    model = cfg.detect_model()
+    model = config.detector
     if key in ("max_batch", "max_wait_ms"):
-        setattr(model.batching, key, type(getattr(model.batching, key))(value))
+        model = replace(model, batching=replace(model.batching, **{key: type(getattr(model.batching, key))(value)}))
     elif key in ("max_inflight", "workers", "intra_op_threads"):
-        setattr(model.engine, key, int(value))
+        model = replace(model, engine=replace(model.engine, **{key: int(value)}))
     elif key == "mode":
-        model.engine.mode = value
+        model = replace(model, engine=replace(model.engine, mode=value))
     else:
         raise SystemExit(f"bench: cannot sweep {key!r} (max_batch, max_wait_ms, max_inflight, workers, "
                          f"intra_op_threads, mode)")
-    return cfg
+    return replace(config, models={**config.models, model.name: model})
 
 
 def run_pipeline(config: Config, frames: int, live: bool = False, seconds: float = 0.0) -> dict:
     """Run the pipeline: `frames` per camera, or in `live` mode for `seconds` then drain."""
     from pipeline.graph import Pipeline
 
-    cfg = copy.deepcopy(config)
-    cfg.outputs.dir = tempfile.mkdtemp(prefix="bench-pipeline-")
+    cfg = config.with_output_dir(tempfile.mkdtemp(prefix="bench-pipeline-"))
     p = Pipeline(cfg, max_frames=None if live else frames, timeline=live)
     cpu0, t0 = os.times(), time.perf_counter()
     p.start()
@@ -135,6 +123,7 @@ def bench_live(config: Config, seconds: float) -> dict:
     per_camera = sum(fps) / len(fps)
     cameras = max(len(config.sources), math.ceil(1.5 * limit["limit_fps"] / per_camera))
     live_cfg = with_cameras(config, cameras, live=True)
+    blocking = with_cameras(config, cameras, live=True, policy="block")
     log.info("live: %d cameras x %.0f fps = %.0f fps offered, limit %.0f fps", cameras, per_camera,
              cameras * per_camera, limit["limit_fps"])
     timeline: list = []
@@ -142,9 +131,6 @@ def bench_live(config: Config, seconds: float) -> dict:
     base = run_baseline(live_cfg, 0, tuned=True, live=True, timeline=timeline, seconds=seconds)
     base["p99_over_time"] = percentile_series(timeline, t0)
     pipe = run_pipeline(live_cfg, 0, live=True, seconds=seconds)
-    blocking = copy.deepcopy(live_cfg)
-    for s in blocking.sources:
-        s.queue = replace(s.queue, policy="block")
     block = run_pipeline(blocking, 0, live=True, seconds=seconds)
     return {"cameras": cameras, "offered_fps": round(cameras * per_camera, 1), "limit": limit,
             "rows": {"sync baseline, tuned (live)": base, "pipeline (live, drop_oldest)": pipe,
@@ -234,7 +220,7 @@ def main(args: argparse.Namespace) -> int:
                      "cases": {}}
     cams = with_cameras(config, args.cameras)
     results["cases"]["detector"] = bench_case("detector", without_classifier(cams), args.frames, sweeps)
-    if any(s.type == "classify" for s in config.graph):
+    if any(isinstance(s, ClassifySpec) for s in config.graph):
         results["cases"]["classifier"] = bench_case("classifier", cams, args.frames, [])
         log.info("case classifier once per track: pipeline")
         tracked = run_pipeline(per_track(cams), args.frames)

@@ -17,7 +17,7 @@ import numpy as np
 
 from pipeline.config import ModelConfig
 from pipeline.decoders.nms import nms
-from pipeline.frames import Detections
+from pipeline.frames import ClassNames, Detections
 
 YOLOX_STRIDES = (8, 16, 32)
 
@@ -50,15 +50,13 @@ class DetectionDecoder:
         self.model = model
         self.layout = model.layout
         self.threshold = model.score_threshold
+        self.names = ClassNames(model.labels)
         self.allowed: np.ndarray | None = None
         if model.classes is not None:
-            self.allowed = np.array([model.labels.index(c) for c in model.classes], np.int64)
+            self.allowed = self.names.ids(model.classes)
         self._grid: tuple[np.ndarray, np.ndarray] | None = None
         if self.layout == "yolox":
             self._grid = yolox_grid(*model.input_size)
-
-    def expected_rows(self) -> int | None:
-        return None if self._grid is None else len(self._grid[0])
 
     def decode(self, outputs: list[np.ndarray], count: int) -> list[Detections]:
         out = outputs[0]
@@ -69,7 +67,7 @@ class DetectionDecoder:
         self._check_classes(out)
         results = []
         for b in range(count):
-            boxes, scores, classes = self._candidates(out[b])
+            boxes, scores, classes = self._candidates(out[b], self.threshold)
             results.append(self._finish(boxes, scores, classes, apply_nms=True))
         return results
 
@@ -86,7 +84,10 @@ class DetectionDecoder:
             raise LayoutError(f"layout {self.layout} expects [batch, anchors, 5+{n}] for {n} labels, "
                               f"got {list(out.shape)}")
 
-    def _candidates(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _candidates(self, rows: np.ndarray, threshold: float, top: int | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Boxes (input pixels), scores and classes of the rows scoring at least `threshold`
+        (or of the `top` best rows, whatever their score)."""
         if self.layout == "yolov8":
             rows = rows.T  # [n, 4+C]
             cls = rows[:, 4:]
@@ -99,8 +100,8 @@ class DetectionDecoder:
             cls = rows[:, 5:]
         if cls.shape[1] == 0:
             raise LayoutError(f"layout {self.layout}: output has no class columns (shape {list(rows.shape)})")
-        if obj is not None:
-            pre = np.nonzero(obj >= self.threshold)[0]  # score = obj * cls <= obj
+        if obj is not None and top is None:
+            pre = np.nonzero(obj >= threshold)[0]  # score = obj * cls <= obj
             rows, cls, obj = rows[pre], cls[pre], obj[pre]
         else:
             pre = None
@@ -112,16 +113,17 @@ class DetectionDecoder:
             best = np.argmax(cls, axis=1)
             best_score = cls[np.arange(len(cls)), best]
         scores = best_score * obj if obj is not None else best_score
-        keep = np.nonzero(scores >= self.threshold)[0]
+        keep = np.argsort(-scores)[:top] if top is not None else np.nonzero(scores >= threshold)[0]
         rows, scores, best = rows[keep], scores[keep], best[keep]
         box = rows[:, :4].astype(np.float32)
-        if self.layout == "yolox":
-            assert self._grid is not None
-            grid, stride = self._grid
-            idx = keep if pre is None else pre[keep]
-            g, s = grid[idx], stride[idx]
-            box = np.concatenate([(box[:, :2] + g) * s, np.exp(box[:, 2:4]) * s], axis=1)
-        return _cxcywh_to_xyxy(box), scores.astype(np.float32), best.astype(np.int64)
+        with np.errstate(over="ignore", invalid="ignore"):  # a misread layout overflows: `implausible` says so
+            if self.layout == "yolox":
+                assert self._grid is not None
+                grid, stride = self._grid
+                idx = keep if pre is None else pre[keep]
+                g, s = grid[idx], stride[idx]
+                box = np.concatenate([(box[:, :2] + g) * s, np.exp(box[:, 2:4]) * s], axis=1)
+            return _cxcywh_to_xyxy(box), scores.astype(np.float32), best.astype(np.int64)
 
     def _decode_e2e(self, out: np.ndarray, count: int) -> list[Detections]:
         if out.ndim == 2 and out.shape[1] == 7:
@@ -136,6 +138,10 @@ class DetectionDecoder:
             scores = rows[:, 4].astype(np.float32)
             classes = rows[:, 5].astype(np.int64)
             keep = scores >= self.threshold
+            beyond = classes[keep & ((classes < 0) | (classes >= len(self.names)))] if len(self.names) else []
+            if len(beyond):
+                raise LayoutError(f"class id {int(beyond[0])} is beyond the model's {len(self.names)} labels "
+                                  f"(labels of another model?)")
             if self.allowed is not None:
                 keep &= np.isin(classes, self.allowed)
             results.append(self._finish(rows[keep, :4].astype(np.float32), scores[keep], classes[keep],
@@ -147,7 +153,33 @@ class DetectionDecoder:
             keep = nms(boxes, scores, self.model.nms_iou, classes, self.model.max_detections)
         else:
             keep = np.argsort(-scores, kind="stable")[: self.model.max_detections]
-        return Detections(xyxy=boxes[keep], score=scores[keep], class_id=classes[keep])
+        return Detections(xyxy=boxes[keep], score=scores[keep], class_id=classes[keep], names=self.names)
+
+    def implausible(self, outputs: list[np.ndarray], top: int = 50) -> str | None:
+        """Why the best-scored boxes of the first picture of `outputs` look like a layout
+        read the wrong way (None when they look like boxes): two layouts can share an
+        output shape (YOLOX raw head and YOLOv5 are both [b, n, 5+C]), and the wrong one
+        gives thousands of nonsense boxes without any error."""
+        out = outputs[0]
+        if self.layout == "e2e":
+            return None  # boxes come from the model, already final
+        if out.ndim != 3:
+            return None  # `decode` reports the shape
+        boxes, _, _ = self._candidates(out[0], 0.0, top)
+        if not len(boxes):
+            return None
+        w, h = self.model.input_size
+        bw, bh = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
+        cx, cy = (boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2
+        with np.errstate(invalid="ignore"):
+            bad = (~np.isfinite(boxes).all(axis=1) | (bw < 2) | (bh < 2) | (bw > 4 * w) | (bh > 4 * h)
+                   | (cx < -0.5 * w) | (cx > 1.5 * w) | (cy < -0.5 * h) | (cy > 1.5 * h))
+        if bad.mean() <= 0.5:
+            return None
+        others = {"yolox": "yolov5", "yolov5": "yolox"}.get(self.layout)
+        hint = f"; is it a {others} model?" if others else ""
+        return (f"{int(bad.sum())} of the {len(boxes)} best-scored boxes are degenerate or far outside the {w}x{h} "
+                f"input: layout {self.layout} does not fit this model's output{hint}")
 
 
 def classify(logits: np.ndarray, softmax: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -1,22 +1,22 @@
 """One model, one ONNX Runtime session, asynchronous submission.
 
 `submit()` returns as soon as the batch is handed over; at most `max_inflight` batches
-are in flight (submit blocks beyond that: that is the backpressure). Completion runs the
+are in flight (submit waits beyond that: that is the backpressure). Completion runs the
 caller's `done` callback on an engine thread, and that callback must only hand the
 result on (a queue put), never do work: this is the seed design's rule. A batch counts
 as in flight until its consumer calls `consumed()` after taking the result, so the
 hand-over queue never holds more than `max_inflight` results and the callback never
 blocks: inference threads shared between engines can then never wait on each other.
+`wait_ready()` lets a batcher wait for room *before* it forms a batch, so a batch is
+always made of the newest frames at the moment the engine can take it.
 
-Two ways to run a batch:
+Two ways to run a batch (chosen by the engine's `EnginePlan`):
 - `async`: `InferenceSession.run_async`; the model runs on ORT's own intra-op pool and
   calls back from there. ORT refuses it with `intra_op_num_threads=1`.
 - `thread`: dispatcher threads (a `WorkerPool`, shared by all CPU engines) call
   `run_with_iobinding` (or `run`) on preallocated buffers. On CPU, N single-threaded
-  concurrent runs use N cores with no intra-op synchronisation, which measured faster
-  here than one run over N intra-op threads; on CUDA one worker drives the session on
-  its own stream.
-`auto` picks `thread`. Both keep the same interface, so callers do not change.
+  concurrent runs use N cores with no intra-op synchronisation; on CUDA one worker
+  drives the session on its own stream.
 
 Fixed-batch models (many exports have batch 1) get their batches split into pieces of
 the model's batch; padding to `batch_sizes` keeps input shapes fixed (CUDA graphs,
@@ -36,9 +36,10 @@ import onnxruntime as ort
 
 from pipeline.config import ModelConfig
 from pipeline.engines.pool import WorkerPool
-from pipeline.engines.session import GPU_PROVIDERS, ModelError, create_session, requested_providers
+from pipeline.engines.session import GPU_PROVIDERS, create_session, output_names, requested_providers
 from pipeline.metrics.registry import EngineStats
-from pipeline.stages.preprocess import ModelInput
+from pipeline.preprocess import ModelInput
+from pipeline.runtime.threads import EnginePlan, plan_engine, session_threads
 
 log = logging.getLogger("pipeline.engine")
 
@@ -47,76 +48,75 @@ Input = np.ndarray | ModelInput  # [3, H, W] float32, or a picture normalised on
 DoneCallback = Callable[[Chunks | None, BaseException | None, object], None]
 
 
+class EngineClosed(Exception):
+    """The engine was closed (abort): whoever waits to submit should stop."""
+
+
+@dataclass
+class _Piece:
+    count: int            # real items in it (the rest is padding)
+    buffer: np.ndarray    # the preallocated input batch
+    key: tuple            # (slot, offset, padded size): its buffers and binding
+
+
 @dataclass
 class _Job:
     slot: int
-    pieces: list[tuple[int, np.ndarray, tuple]]  # (real items, padded input, buffer key)
+    pieces: list[_Piece]
     done: DoneCallback
     context: object
+    results: list
+    remaining: int
     started: float = field(default_factory=time.perf_counter)
-    results: list = field(default_factory=list)
-    remaining: int = 0
     error: BaseException | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class Engine:
-    def __init__(self, model: ModelConfig, stats: EngineStats, intra_op_threads: int = 1, workers: int = 1,
-                 pool: WorkerPool | None = None, session: ort.InferenceSession | None = None):
+    def __init__(self, model: ModelConfig, plan: EnginePlan, session: ort.InferenceSession, stats: EngineStats,
+                 pool: WorkerPool | None = None):
         self.model = model
+        self.plan = plan
         self.stats = stats
-        mode = model.engine.mode
-        if mode == "auto":
-            mode = "thread"
-        if mode == "async" and intra_op_threads < 2:
-            intra_op_threads = 2  # ORT refuses run_async with a single intra-op thread
-        self.mode = mode
-        self.intra_op_threads = intra_op_threads
-        self.session = session or create_session(model, intra_op_threads, model.engine.inter_op_threads)
-        self.providers = self.session.get_providers()
+        self.session = session
+        self.providers = session.get_providers()
         self.on_gpu = self.providers[0] in GPU_PROVIDERS
         self.device = "cuda" if self.on_gpu else "cpu"  # where device-side buffers live
         stats.provider = self.providers[0]
-        inp = self.session.get_inputs()[0]
+        inp = session.get_inputs()[0]
         self.input_name = inp.name
-        self.output_names = self._outputs(model)
+        self.output_names = output_names(model, session)
         self.fixed_batch = inp.shape[0] if isinstance(inp.shape[0], int) and inp.shape[0] > 0 else None
         w, h = model.input_size
         self.item_shape = (3, h, w)
-        sizes = model.batching.batch_sizes
-        if self.fixed_batch:
-            sizes = [self.fixed_batch]
-        self.batch_sizes = sizes  # None: any size
-        self._own_pool = mode == "thread" and pool is None
-        self.pool = pool if pool is not None or mode != "thread" else WorkerPool(f"engine-{model.name}", workers)
-        self.workers = self.pool.size if self.pool else 0
-        # One batch more than there are workers: a finishing worker finds the next batch
-        # already prepared instead of waiting for the batcher (measured +8% on CPU).
-        self.max_inflight = model.engine.max_inflight or (self.workers + 1 if mode == "thread" else 2)
-        self._credits = threading.Semaphore(self.max_inflight)
-        self._slots: queue.Queue[int] = queue.Queue()
+        self.batch_sizes = [self.fixed_batch] if self.fixed_batch else model.batching.batch_sizes  # None: any
+        self._own_pool = plan.mode == "thread" and pool is None
+        self.pool = pool if pool is not None or plan.mode != "thread" else WorkerPool(f"engine-{model.name}",
+                                                                                        plan.workers)
+        self.max_inflight = plan.max_inflight
+        self._cond = threading.Condition()
+        self._inflight = 0
+        self._slots: queue.SimpleQueue[int] = queue.SimpleQueue()
         for i in range(self.max_inflight):
             self._slots.put(i)
         self._buffers: dict[tuple, np.ndarray] = {}
         self._bindings: dict[tuple, object] = {}
         self._device_inputs: dict[tuple, ort.OrtValue] = {}
-        self._device_outputs: dict[tuple, ort.OrtValue] = {}
+        self._bound_outputs: dict[tuple, ort.OrtValue] = {}  # preallocated, alive as long as their binding
+        self._dynamic_outputs: dict[tuple, list[str]] = {}  # outputs bound afresh before every run
         self._graph_ids: dict[tuple, int] = {}
-        self.stats_lock = threading.Lock()
         self._closed = False
 
-    def _outputs(self, model: ModelConfig) -> list[str]:
-        """The outputs to fetch: all, or only the configured one (ORT then skips the rest)."""
-        names = [o.name for o in self.session.get_outputs()]
-        if model.output is None:
-            return names
-        if isinstance(model.output, int):
-            if not 0 <= model.output < len(names):
-                raise ModelError(f"models.{model.name}.output: index {model.output} out of range; outputs: {names}")
-            return [names[model.output]]
-        if model.output not in names:
-            raise ModelError(f"models.{model.name}.output: no output {model.output!r}; outputs: {names}")
-        return [model.output]
+    @classmethod
+    def open(cls, model: ModelConfig, stats: EngineStats | None = None, cores: int = 1,
+             workers: int | None = None) -> "Engine":
+        """A stand-alone engine with its own session and workers (tests, tools, the benchmark)."""
+        session = create_session(model, session_threads(model, cores), model.engine.inter_op_threads)
+        on_gpu = session.get_providers()[0] in GPU_PROVIDERS
+        plan = plan_engine(model, cores, on_gpu, shared_pool=False)
+        if workers is not None and plan.mode == "thread":
+            plan = plan.with_workers(workers)
+        return cls(model, plan, session, stats or EngineStats())
 
     def describe(self) -> str:
         wanted = requested_providers(self.model)
@@ -124,11 +124,13 @@ class Engine:
         if wanted[0] != self.providers[0]:
             note = f" ({wanted[0]} asked for but not available here)"
         batch = f"fixed batch {self.fixed_batch} (batches are split)" if self.fixed_batch else "dynamic batch"
-        how = (f"run_async on ORT's pool, intra_op={self.intra_op_threads}" if self.mode == "async"
-               else f"{self.workers} worker(s){'' if self._own_pool else ' shared'}, intra_op={self.intra_op_threads}, "
+        p = self.plan
+        how = (f"run_async on ORT's pool, intra_op={p.intra_op_threads}" if p.mode == "async"
+               else f"{p.workers} worker(s){' shared' if p.shared else ''}, intra_op={p.intra_op_threads}, "
                     f"io_binding={'on' if self.model.engine.io_binding else 'off'}")
         graph = ", CUDA graphs" if self.on_gpu and self.model.engine.cuda_graph else ""
-        return f"model {self.model.name}: {self.providers[0]}{note}; {batch}; {how}{graph}"
+        return f"model {self.model.name}: {self.providers[0]}{note}; {batch}; {how}{graph}; " \
+               f"{self.max_inflight} batch(es) in flight"
 
     # -- submission ---------------------------------------------------------------------
     def padded_size(self, n: int) -> int:
@@ -139,7 +141,7 @@ class Engine:
                 return s
         return self.batch_sizes[-1]
 
-    def _pieces(self, slot: int, tensors: list[Input]) -> list[tuple[int, np.ndarray, tuple]]:
+    def _pieces(self, slot: int, tensors: list[Input]) -> list[_Piece]:
         """Copy the items into this slot's preallocated buffers, split and padded as the model needs."""
         step = self.fixed_batch or (self.batch_sizes[-1] if self.batch_sizes else len(tensors))
         pieces = []
@@ -160,35 +162,54 @@ class Engine:
                     t.write(buf[i])
             if len(part) < size:
                 buf[len(part):] = 0
-            pieces.append((len(part), buf, key))
+            pieces.append(_Piece(len(part), buf, key))
         return pieces
 
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until a batch could be submitted without waiting (True), or `timeout` passes."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._inflight >= self.max_inflight:
+                if self._closed:
+                    raise EngineClosed(self.model.name)
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            if self._closed:
+                raise EngineClosed(self.model.name)
+            return True
+
+    def idle(self) -> bool:
+        """Nothing in flight: a batch submitted now runs at once."""
+        return self._inflight == 0
+
     def submit(self, tensors: list[Input], done: DoneCallback, context: object = None) -> None:
-        """Hand over one batch; blocks only while `max_inflight` batches are already in flight."""
-        if self._closed:
-            raise RuntimeError(f"engine {self.model.name} is closed")
-        self._credits.acquire()
+        """Hand over one batch; waits only while `max_inflight` batches are already in flight."""
+        with self._cond:
+            while self._inflight >= self.max_inflight and not self._closed:
+                self._cond.wait()
+            if self._closed:
+                raise EngineClosed(self.model.name)
+            self._inflight += 1
         slot = self._slots.get()  # free whenever a credit is: runs end before results are consumed
         try:
             pieces = self._pieces(slot, tensors)
         except BaseException:
             self._slots.put(slot)
-            self._credits.release()
+            self.consumed()
             raise
-        job = _Job(slot, pieces, done, context, remaining=len(pieces))
-        job.results = [None] * len(pieces)
-        with self.stats_lock:
-            self.stats.inflight += 1
-            self.stats.max_inflight_seen = max(self.stats.max_inflight_seen, self.stats.inflight)
-        if self.mode == "async":
-            for idx, (_, buf, _key) in enumerate(pieces):
-                self.session.run_async(self.output_names, {self.input_name: buf}, self._on_async, (job, idx))
+        job = _Job(slot, pieces, done, context, results=[None] * len(pieces), remaining=len(pieces))
+        self.stats.submitted()
+        if self.plan.mode == "async":
+            for idx, piece in enumerate(pieces):
+                self.session.run_async(self.output_names, {self.input_name: piece.buffer}, self._on_async, (job, idx))
         else:
             assert self.pool is not None
             self.pool.put(lambda: self._execute(job))
 
     def infer(self, tensors: list[Input]) -> Chunks:
-        """Synchronous run of one batch (tests, the benchmark's limit, warm-up)."""
+        """Synchronous run of one batch (tests, the benchmark, start-up checks)."""
         out: list = []
         event = threading.Event()
 
@@ -207,7 +228,9 @@ class Engine:
 
     def consumed(self) -> None:
         """The consumer has taken one result off its hand-over queue: one more batch may go."""
-        self._credits.release()
+        with self._cond:
+            self._inflight -= 1
+            self._cond.notify_all()
 
     # -- execution ----------------------------------------------------------------------
     def _on_async(self, outputs: list, user_data: tuple, err: str) -> None:
@@ -215,21 +238,26 @@ class Engine:
         self._piece_done(job, idx, outputs, RuntimeError(err) if err else None)
 
     def _execute(self, job: _Job) -> None:
-        for idx, (_, buf, key) in enumerate(job.pieces):
+        for idx, piece in enumerate(job.pieces):
             try:
-                outputs = self._run(key, buf)
+                outputs = self._run(piece)
                 self._piece_done(job, idx, outputs, None)
             except BaseException as e:  # reported to the caller through `done`
                 self._piece_done(job, idx, None, e)
 
-    def _run(self, key: tuple, buf: np.ndarray) -> list[np.ndarray]:
+    def _run(self, piece: _Piece) -> list[np.ndarray]:
         if not self.model.engine.io_binding:
-            return self.session.run(self.output_names, {self.input_name: buf})
+            return self.session.run(self.output_names, {self.input_name: piece.buffer})
+        key = piece.key
         binding = self._bindings.get(key)
         if binding is None:
-            binding = self._bindings[key] = self._bind(key, buf)
+            binding = self._bindings[key] = self._bind(key, piece.buffer)
         if self.on_gpu:
-            self._device_inputs[key].update_inplace(buf)  # host -> device into the bound buffer
+            self._device_inputs[key].update_inplace(piece.buffer)  # host -> device into the bound buffer
+        for name in self._dynamic_outputs[key]:
+            # an output whose shape depends on the data (NMS inside: one row per box) is
+            # allocated by each run; a binding kept from the last run would hold its shape
+            binding.bind_output(name, self.device, self.model.engine.device_id)
         run_options = None  # a RunOptions costs ORT a Python exception per run when it has no graph id
         if self.on_gpu and self.model.engine.cuda_graph:
             # one captured graph per bound buffer set (slot x padded batch size): a graph
@@ -242,27 +270,27 @@ class Engine:
 
     def _bind(self, key: tuple, buf: np.ndarray):
         """IOBinding on buffers allocated once: the input is the slot's own array (CPU) or a
-        device copy of it updated in place (CUDA). On CUDA, outputs whose shape is static
-        once the batch is known are preallocated on the device too: fixed addresses are
-        what CUDA graph replay requires."""
+        device copy of it updated in place (CUDA). Outputs whose shape is fixed once the
+        batch is known are preallocated too (fixed addresses are what CUDA graph replay
+        requires); the others are bound afresh before every run."""
         binding = self.session.io_binding()
+        device_id = self.model.engine.device_id
         if self.on_gpu:
-            device_id = self.model.engine.device_id
             dev = ort.OrtValue.ortvalue_from_shape_and_type(list(buf.shape), np.float32, self.device, device_id)
             self._device_inputs[key] = dev
             binding.bind_ortvalue_input(self.input_name, dev)
-            for out in (o for o in self.session.get_outputs() if o.name in self.output_names):
-                shape = [buf.shape[0] if i == 0 and not isinstance(d, int) else d for i, d in enumerate(out.shape)]
-                if all(isinstance(d, int) and d > 0 for d in shape) and out.type == "tensor(float)":
-                    value = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, self.device, device_id)
-                    self._device_outputs[(key, out.name)] = value
-                    binding.bind_ortvalue_output(out.name, value)
-                else:
-                    binding.bind_output(out.name, self.device, device_id)
         else:
             binding.bind_cpu_input(self.input_name, buf)
-            for name in self.output_names:
-                binding.bind_output(name, "cpu")
+        dynamic = []
+        for out in (o for o in self.session.get_outputs() if o.name in self.output_names):
+            shape = [buf.shape[0] if i == 0 and not isinstance(d, int) else d for i, d in enumerate(out.shape)]
+            if all(isinstance(d, int) and d > 0 for d in shape) and out.type == "tensor(float)":
+                value = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, self.device, device_id)
+                binding.bind_ortvalue_output(out.name, value)
+                self._bound_outputs[(key, out.name)] = value
+            else:
+                dynamic.append(out.name)
+        self._dynamic_outputs[key] = dynamic
         return binding
 
     def _piece_done(self, job: _Job, idx: int, outputs: list | None, err: BaseException | None) -> None:
@@ -270,19 +298,12 @@ class Engine:
             if err is not None and job.error is None:
                 job.error = err
             else:
-                job.results[idx] = (job.pieces[idx][0], outputs)
+                job.results[idx] = (job.pieces[idx].count, outputs)
             job.remaining -= 1
             finished = job.remaining == 0
         if not finished:
             return
-        elapsed = time.perf_counter() - job.started
-        n = sum(p[0] for p in job.pieces)
-        with self.stats_lock:
-            self.stats.inflight -= 1
-            self.stats.batches += 1
-            self.stats.items += n
-            self.stats.batch_sizes[n] += 1
-        self.stats.infer.record(elapsed)
+        self.stats.finished(sum(p.count for p in job.pieces), time.perf_counter() - job.started)
         self._slots.put(job.slot)
         try:
             job.done(None if job.error else job.results, job.error, job.context)
@@ -290,8 +311,11 @@ class Engine:
             log.exception("engine %s: completion callback failed", self.model.name)
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+        """Stop taking batches: whoever waits to submit gets `EngineClosed`."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._cond.notify_all()
         if self._own_pool and self.pool is not None:
             self.pool.close()

@@ -12,7 +12,9 @@ import onnxruntime as ort
 
 from pipeline.config import ModelConfig
 
-ort.set_default_logger_severity(3)  # keep ORT's provider-loading noise off stderr
+# ORT's own log lines (provider loading, kernel errors) go to stderr with colour codes;
+# every error that matters is raised as an exception and reported in one line instead.
+ort.set_default_logger_severity(4)
 
 _OPT_LEVELS = {
     "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
@@ -53,6 +55,7 @@ def create_session(model: ModelConfig, intra_op_threads: int, inter_op_threads: 
     if not os.path.isfile(model.path):
         raise ModelError(f"models.{model.name}: model file not found: {model.path}")
     so = ort.SessionOptions()
+    so.log_severity_level = 4
     so.intra_op_num_threads = intra_op_threads
     so.inter_op_num_threads = inter_op_threads
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -90,6 +93,20 @@ def check_io(model: ModelConfig, session: ort.InferenceSession) -> None:
     if inputs[0].type != "tensor(float)":
         raise ModelError(f"models.{model.name}: model input type {inputs[0].type} is not supported "
                          f"(float32 expected)")
+
+
+def output_names(model: ModelConfig, session: ort.InferenceSession) -> list[str]:
+    """The outputs to fetch: all, or only the configured one (ORT then skips the rest)."""
+    names = [o.name for o in session.get_outputs()]
+    if model.output is None:
+        return names
+    if isinstance(model.output, int):
+        if not 0 <= model.output < len(names):
+            raise ModelError(f"models.{model.name}.output: index {model.output} out of range; outputs: {names}")
+        return [names[model.output]]
+    if model.output not in names:
+        raise ModelError(f"models.{model.name}.output: no output {model.output!r}; outputs: {names}")
+    return [model.output]
 
 
 def requested_providers(model: ModelConfig) -> list[str]:

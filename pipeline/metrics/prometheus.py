@@ -42,6 +42,8 @@ class SnapshotCollector:
                       [([c, r], n) for c, v in cams.items() for r, n in v["dropped"].items()])
         yield counter("pipeline_camera_errors", "Frame errors per camera", ["camera"],
                       [([c], v["errors"]) for c, v in cams.items()])
+        yield counter("pipeline_camera_decode_errors", "Unreadable packets skipped per camera", ["camera"],
+                      [([c], v["decode_errors"]) for c, v in cams.items()])
         yield counter("pipeline_camera_reconnects", "Reconnects of live cameras", ["camera"],
                       [([c], v["reconnects"]) for c, v in cams.items()])
         yield counter("pipeline_camera_downtime_seconds", "Time live cameras were disconnected", ["camera"],
@@ -56,8 +58,8 @@ class SnapshotCollector:
                      for c, v in cams.items() for q, k in _QUANTILES])
         yield counter("pipeline_analytics_events", "Line crossings and zone entries/exits",
                       ["camera", "name", "event", "class"],
-                      [([c, *key.split(".", 2)], n) for c, v in cams.items() for key, n in v["counts"].items()
-                       if key.count(".") >= 2])
+                      [([c, name, event, cls], n) for c, v in cams.items() for name, events in v["counts"].items()
+                       for event, per_class in events.items() for cls, n in per_class.items()])
         yield gauge("pipeline_stage_reached_seconds", "Time from capture to a stage boundary (quantiles)",
                     ["stage", "quantile"],
                     [([k, q], None if v[key] is None else v[key] / 1000) for k, v in s["reached_after"].items()
@@ -75,8 +77,8 @@ class SnapshotCollector:
                       [([k], v["batches"]) for k, v in engines.items()])
         yield counter("pipeline_engine_items", "Items inferred per model", ["model"],
                       [([k], v["items"]) for k, v in engines.items()])
-        yield counter("pipeline_engine_calls_saved", "Classifications skipped thanks to tracking", ["model"],
-                      [([k], v["calls_saved"]) for k, v in engines.items()])
+        yield counter("pipeline_stage_calls_saved", "Classifications skipped thanks to tracking", ["stage"],
+                      [([k], v["calls_saved"]) for k, v in s["stages"].items() if "calls_saved" in v])
         yield gauge("pipeline_engine_inflight", "Batches in flight per model", ["model"],
                     [([k], v["inflight"]) for k, v in engines.items()])
         yield counter("pipeline_engine_batch_size", "Batches run per model and batch size", ["model", "size"],

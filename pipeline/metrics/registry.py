@@ -20,6 +20,7 @@ class CameraStats:
     frames_in: int = 0
     processed: int = 0
     errors: int = 0
+    decode_errors: int = 0
     dropped: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     latency: Histogram = field(default_factory=Histogram)
     state: str = "starting"
@@ -28,7 +29,14 @@ class CameraStats:
     downtime_s: float = 0.0
     first_out: float | None = None
     last_out: float | None = None
-    counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    counts: dict[tuple[str, str, str], int] = field(default_factory=lambda: defaultdict(int))  # (name, event, class)
+
+    def nested_counts(self) -> dict[str, dict[str, dict[str, int]]]:
+        """Analytics counts as {line or zone: {event: {class: n}}}."""
+        out: dict[str, dict[str, dict[str, int]]] = {}
+        for (name, event, cls), n in sorted(self.counts.items()):
+            out.setdefault(name, {}).setdefault(event, {})[cls] = n
+        return out
 
 
 @dataclass
@@ -36,6 +44,7 @@ class StageStats:
     items: int = 0
     busy_s: float = 0.0
     errors: int = 0
+    counters: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # stage-specific (calls_saved, ...)
 
 
 @dataclass
@@ -47,7 +56,27 @@ class EngineStats:
     batch_sizes: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     infer: Histogram = field(default_factory=Histogram)
     provider: str = ""
-    calls_saved: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def submitted(self) -> None:
+        with self._lock:
+            self.inflight += 1
+            self.max_inflight_seen = max(self.max_inflight_seen, self.inflight)
+
+    def finished(self, items: int, seconds: float) -> None:
+        with self._lock:
+            self.inflight -= 1
+            self.batches += 1
+            self.items += items
+            self.batch_sizes[items] += 1
+        self.infer.record(seconds)
+
+    def reset(self) -> None:
+        """Forget what was counted so far (start-up checks and warm-up runs)."""
+        with self._lock:
+            self.batches = self.items = self.inflight = self.max_inflight_seen = 0
+            self.batch_sizes.clear()
+            self.infer = Histogram()
 
 
 def thread_count() -> int:
@@ -144,9 +173,10 @@ class Metrics:
             span = (s.last_out - s.first_out) if s.first_out is not None and s.last_out is not None else 0.0
             fps = (s.processed - 1) / span if span > 0 and s.processed > 1 else 0.0
             cams[cam] = {"state": s.state, "detail": s.detail, "frames_in": s.frames_in, "processed": s.processed,
-                         "dropped": dict(s.dropped), "errors": s.errors, "fps": round(fps, 2),
+                         "dropped": dict(s.dropped), "errors": s.errors, "decode_errors": s.decode_errors,
+                         "fps": round(fps, 2),
                          "reconnects": s.reconnects, "downtime_s": round(s.downtime_s, 2),
-                         "latency": s.latency.summary_ms(), "counts": dict(s.counts)}
+                         "latency": s.latency.summary_ms(), "counts": s.nested_counts()}
         total = Histogram()
         for s in self.cameras.values():
             total.merge(s.latency)
@@ -164,14 +194,14 @@ class Metrics:
                               for k, v in sorted(self.reached.items(), key=lambda kv: kv[1].total / max(1, kv[1].count))},
             "stages": {k: {"items": v.items, "busy_s": round(v.busy_s, 3),
                            "busy_fraction": round(v.busy_s / elapsed, 3) if elapsed > 0 else 0.0,
-                           "items_per_s": round(v.items / elapsed, 2) if elapsed > 0 else 0.0}
+                           "items_per_s": round(v.items / elapsed, 2) if elapsed > 0 else 0.0,
+                           **dict(v.counters)}
                        for k, v in self.stages.items()},
             "engines": {k: {"provider": v.provider, "batches": v.batches, "items": v.items,
                             "mean_batch": round(v.items / v.batches, 2) if v.batches else 0.0,
                             "batch_sizes": {str(b): c for b, c in sorted(v.batch_sizes.items())},
                             "inflight": v.inflight, "max_inflight_seen": v.max_inflight_seen,
-                            "infer": v.infer.summary_ms(),
-                            "calls_saved": v.calls_saved}
+                            "infer": v.infer.summary_ms()}
                         for k, v in self.engines.items()},
             "queues": {name: {"depth": len(q), "high_water": getattr(q, "high_water", 0),  # type: ignore[arg-type]
                               "dropped": getattr(q, "dropped", 0)} for name, q in self.queues.items()},

@@ -29,8 +29,9 @@ def summary_table(snap: dict) -> str:
             notes.append(f"{c['reconnects']} reconnect(s), down {c['downtime_s']:.1f}s")
         if c["detail"]:
             notes.append(c["detail"])
-        for k, v in sorted(c["counts"].items()):
-            notes.append(f"{k}={v}")
+        for name, events in c["counts"].items():
+            for event, per_class in events.items():
+                notes += [f"{name}.{event}.{cls}={n}" for cls, n in per_class.items()]
         lines.append(f"{cam:<14}{c['state']:<13}{c['frames_in']:>7}{c['processed']:>7}{dropped:>9}{c['errors']:>7}"
                      f"{c['fps']:>8.1f}{_ms(c['latency']['p50_ms']):>8}{_ms(c['latency']['p99_ms']):>8}  "
                      + "; ".join(notes))
@@ -42,7 +43,9 @@ def summary_table(snap: dict) -> str:
         lines.append("latency reached at each stage boundary, p50/p99 ms: " + ", ".join(
             f"{k} {_ms(v['p50_ms'])}/{_ms(v['p99_ms'])}" for k, v in snap["reached_after"].items()))
     for name, e in snap["engines"].items():
-        saved = f", {e['calls_saved']} classifications saved" if e["calls_saved"] else ""
         lines.append(f"engine {name}: {e['provider']}, {e['batches']} batches, mean batch {e['mean_batch']}, "
-                     f"inference p50 {_ms(e['infer']['p50_ms'])} ms{saved}")
+                     f"inference p50 {_ms(e['infer']['p50_ms'])} ms")
+    for name, st in snap["stages"].items():
+        if st.get("calls_saved"):
+            lines.append(f"stage {name}: {st['calls_saved']} classifications saved by tracking")
     return "\n".join(lines)

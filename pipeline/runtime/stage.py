@@ -37,17 +37,7 @@ def contain(metrics: Metrics, stage: str, frame: Frame, error: BaseException) ->
     log.warning("camera %s frame %d: %s", frame.camera, frame.seq, message)
 
 
-class Threaded:
-    """Something that runs on threads of its own, joined together."""
-
-    _threads: list[threading.Thread]
-
-    def join(self, timeout: float | None = None) -> None:
-        for t in self._threads:
-            t.join(timeout)
-
-
-class Stage(Threaded):
+class Stage:
     """One worker thread over a bounded input queue; subclasses implement `process`."""
 
     name = "stage"
@@ -60,6 +50,10 @@ class Stage(Threaded):
         metrics.queues[name] = self.input
         self.emit: Emit = lambda item: None
         self._threads: list[threading.Thread] = []
+
+    def join(self, timeout: float | None = None) -> None:
+        for t in self._threads:
+            t.join(timeout)
 
     def process(self, frame: Frame) -> Iterable[Item]:
         return (frame,)

@@ -1,36 +1,39 @@
 """Machine-readable metadata: one JSON line per frame.
 
 `{"camera", "seq", "pts", "time", "detections": [{"box": [x1, y1, x2, y2], "score",
-"class_id", "class", "track"?, "label"?, "label_score"?}], "events"?, "errors"?}` with boxes
-in frame pixels. With `{camera}` in the file name each camera gets its own file; without
-it all cameras share one file (lines of one camera stay in order).
+"class_id", "class", "track"?, "labels"?: {classifier: {"label", "id", "score"}}}],
+"events"?, "errors"?}` with boxes in frame pixels. With `{camera}` in the file name each
+camera gets its own file; without it all cameras share one file (lines of one camera
+stay in order). A file is created with its first line (a camera that never delivers a
+frame leaves no empty file) and flushed at least every `flush_s`, so a killed process
+loses at most that much, as with the fragmented video.
 """
 from __future__ import annotations
 
 import json
 import os
 import threading
+import time
 from typing import IO
 
 from pipeline.frames import Frame
-from pipeline.stages.annotate import Labels
 
 
-def frame_record(frame: Frame, labels: Labels) -> dict:
+def frame_record(frame: Frame) -> dict:
     det = frame.detections
     items = []
     if det is not None:
         for i in range(len(det)):
             cid = int(det.class_id[i])
             entry: dict = {"box": [round(float(v), 2) for v in det.xyxy[i]], "score": round(float(det.score[i]), 4),
-                           "class_id": cid, "class": labels.name(cid)}
+                           "class_id": cid, "class": det.names(cid)}
             if det.track_id is not None and det.track_id[i] >= 0:
                 entry["track"] = int(det.track_id[i])
-            if det.sub_class_id is not None and det.sub_class_id[i] >= 0:
-                assert det.sub_score is not None
-                entry["label"] = labels.sub_name(int(det.sub_class_id[i]))
-                entry["label_id"] = int(det.sub_class_id[i])
-                entry["label_score"] = round(float(det.sub_score[i]), 4)
+            labels = {stage: {"label": attr.names(int(attr.class_id[i])), "id": int(attr.class_id[i]),
+                              "score": round(float(attr.score[i]), 4)}
+                      for stage, attr in det.attributes.items() if attr.class_id[i] >= 0}
+            if labels:
+                entry["labels"] = labels
             items.append(entry)
     record: dict = {"camera": frame.camera, "seq": frame.seq, "pts": frame.pts,
                     "time": None if frame.pts_seconds is None else round(frame.pts_seconds, 6),
@@ -43,22 +46,33 @@ def frame_record(frame: Frame, labels: Labels) -> dict:
 
 
 class JsonlWriter:
-    """Thread-safe appender; one instance per output file."""
+    """Thread-safe appender; one instance per output file, opened on its first line."""
 
-    def __init__(self, path: str):
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    def __init__(self, path: str, flush_s: float = 1.0):
         self.path = path
-        self._file: IO[str] | None = open(path, "w", encoding="utf-8")
+        self.flush_s = flush_s
+        self._file: IO[str] | None = None
+        self._closed = False
+        self._flushed = time.monotonic()
         self._lock = threading.Lock()
 
     def write(self, record: dict) -> None:
         line = json.dumps(record, separators=(",", ":")) + "\n"
         with self._lock:
-            if self._file is not None:
-                self._file.write(line)
+            if self._closed:
+                return
+            if self._file is None:
+                os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+                self._file = open(self.path, "w", encoding="utf-8")
+            self._file.write(line)
+            now = time.monotonic()
+            if now - self._flushed >= self.flush_s:
+                self._file.flush()
+                self._flushed = now
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             if self._file is not None:
                 self._file.close()
                 self._file = None

@@ -4,6 +4,10 @@ its files when the camera's end-of-stream arrives.
 Encoding is the costliest per-frame CPU work after inference, so the sink runs a small
 pool of workers; each camera is pinned to one worker (its frames stay in order, its
 encoder is touched by one thread) and cameras are spread over the workers.
+
+The two outputs fail separately: a video writer that fails (disk full, a folder that
+vanished) stops that camera's video loudly (one error line, the camera's detail, the
+exit status) while its JSON lines go on, and the reverse.
 """
 from __future__ import annotations
 
@@ -16,21 +20,19 @@ from pipeline.config import OutputsConfig
 from pipeline.frames import EndOfStream, Frame, Item
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.queues import BoundedQueue, QueueClosed
-from pipeline.runtime.stage import RunControl, Threaded, contain
+from pipeline.runtime.stage import RunControl
 from pipeline.sinks.jsonl import JsonlWriter, frame_record
 from pipeline.sinks.video import VideoWriter
-from pipeline.stages.annotate import Labels
 
 log = logging.getLogger("pipeline.sink")
 
 
-class SinkStage(Threaded):
+class SinkStage:
     name = "sink"
 
-    def __init__(self, outputs: OutputsConfig, cameras: list[str], labels: Labels, metrics: Metrics,
-                 control: RunControl, workers: int, queue_size: int, live: set[str] | None = None):
+    def __init__(self, outputs: OutputsConfig, cameras: list[str], metrics: Metrics, control: RunControl,
+                 workers: int, queue_size: int, live: set[str] | None = None):
         self.outputs = outputs
-        self.labels = labels
         self.metrics = metrics
         self.control = control
         self.workers = max(1, min(workers, len(cameras)))
@@ -38,37 +40,43 @@ class SinkStage(Threaded):
         for q in self.queues:
             metrics.queues[q.name] = q
         self.route = {cam: self.queues[i % self.workers] for i, cam in enumerate(cameras)}
+        self.live = live or set()
         self.video: dict[str, VideoWriter] = {}
         self.jsonl: dict[str, JsonlWriter] = {}
+        self.failed: dict[str, str] = {}  # "camera/output" -> why it stopped
         self._shared_jsonl: JsonlWriter | None = None
-        self.cameras = cameras
-        self.live = live or set()
         self.pending = set(cameras)
         self.done = threading.Event()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        self._open_writers(cameras)
 
-    def _open_jsonl(self, cameras: list[str]) -> None:
-        cfg = self.outputs.jsonl
-        if not cfg.enabled:
-            return
-        if "{camera}" in cfg.filename:
+    def _open_writers(self, cameras: list[str]) -> None:
+        out = self.outputs
+        if out.jsonl.enabled:
+            if "{camera}" in out.jsonl.filename:
+                for cam in cameras:
+                    self.jsonl[cam] = JsonlWriter(out.jsonl_path(cam), out.jsonl.flush_s)
+            else:
+                self._shared_jsonl = JsonlWriter(os.path.join(out.dir, out.jsonl.filename), out.jsonl.flush_s)
+                self.jsonl = {cam: self._shared_jsonl for cam in cameras}
+        if out.video.enabled:
             for cam in cameras:
-                self.jsonl[cam] = JsonlWriter(os.path.join(self.outputs.dir, cfg.filename.format(camera=cam)))
-        else:
-            self._shared_jsonl = JsonlWriter(os.path.join(self.outputs.dir, cfg.filename))
-            for cam in cameras:
-                self.jsonl[cam] = self._shared_jsonl
+                fragmented = out.video.fragmented if out.video.fragmented is not None else cam in self.live
+                self.video[cam] = VideoWriter(out.video_path(cam), out.video, fragmented=fragmented)
 
     def emit(self, item: Item) -> None:
         self.route[item.camera].put(item)
 
     def start(self) -> None:
-        self._open_jsonl(self.cameras)
         for i, q in enumerate(self.queues):
             t = threading.Thread(target=self._loop, args=(q,), name=f"sink-{i}", daemon=True)
             self._threads.append(t)
             t.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        for t in self._threads:
+            t.join(timeout)
 
     def _loop(self, q: BoundedQueue) -> None:
         mine = [cam for cam, routed in self.route.items() if routed is q]
@@ -78,7 +86,7 @@ class SinkStage(Threaded):
                 if item is None:
                     continue
                 if isinstance(item, EndOfStream):
-                    self._end(item)
+                    self._close_camera(item.camera)
                 else:
                     self._write(item)
         except QueueClosed:
@@ -87,37 +95,42 @@ class SinkStage(Threaded):
             for cam in mine:  # abort path: finalise whatever is still open
                 self._close_camera(cam)
 
-    def _writer(self, cam: str) -> VideoWriter | None:
-        if not self.outputs.video.enabled:
-            return None
-        w = self.video.get(cam)
-        if w is None:
-            path = os.path.join(self.outputs.dir, self.outputs.video.filename.format(camera=cam))
-            fragmented = self.outputs.video.fragmented
-            if fragmented is None:
-                fragmented = cam in self.live
-            w = self.video[cam] = VideoWriter(path, self.outputs.video, fragmented=fragmented)
-        return w
+    def _fail(self, cam: str, output: str, error: BaseException) -> None:
+        why = f"{type(error).__name__}: {getattr(error, 'strerror', None) or error}"
+        self.failed[f"{cam}/{output}"] = why
+        stats = self.metrics.camera(cam)
+        stats.detail = "; ".join(filter(None, [stats.detail, f"{output} output failed: {why}"]))
+        self.metrics.error(cam, self.name)
+        log.error("camera %s: %s output failed, no more is written to it: %s", cam, output, why)
 
     def _write(self, frame: Frame) -> None:
         t0 = time.perf_counter()
         frame.stamps[self.name] = t0
-        try:
-            writer = self._writer(frame.camera)
-            if writer is not None:
+        cam = frame.camera
+        writer = self.video.get(cam)
+        if writer is not None and f"{cam}/video" not in self.failed:
+            try:
                 writer.write(frame)
-            jw = self.jsonl.get(frame.camera)
-            if jw is not None:
-                jw.write(frame_record(frame, self.labels))
-        except Exception as e:
-            contain(self.metrics, self.name, frame, e)
+            except Exception as e:
+                self._fail(cam, "video", e)
+                self._close_quietly(writer)
+        jw = self.jsonl.get(cam)
+        if jw is not None and f"{cam}/jsonl" not in self.failed:
+            try:
+                jw.write(frame_record(frame))
+            except Exception as e:
+                self._fail(cam, "jsonl", e)
         done = time.perf_counter()
         self.metrics.stage_busy(self.name, done - t0)
-        self.metrics.frame_out(frame.camera, done - frame.t_capture)
+        self.metrics.frame_out(cam, done - frame.t_capture)
         self.metrics.boundaries(frame.t_capture, frame.stamps)
 
-    def _end(self, eos: EndOfStream) -> None:
-        self._close_camera(eos.camera)
+    @staticmethod
+    def _close_quietly(writer: VideoWriter) -> None:
+        try:
+            writer.close()
+        except Exception:
+            pass
 
     def _close_camera(self, cam: str) -> None:
         with self._lock:
@@ -125,11 +138,11 @@ class SinkStage(Threaded):
                 return
             self.pending.discard(cam)
         writer = self.video.get(cam)
-        if writer is not None:
+        if writer is not None and f"{cam}/video" not in self.failed:
             try:
                 writer.close()
             except Exception as e:
-                log.error("camera %s: could not finalise %s: %s", cam, writer.path, e)
+                self._fail(cam, "video", e)
         jw = self.jsonl.get(cam)
         if jw is not None and jw is not self._shared_jsonl:
             jw.close()

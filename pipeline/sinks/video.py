@@ -15,16 +15,66 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from fractions import Fraction
 
 import av
 import cv2
+
 from pipeline.config import VideoOutputConfig
 from pipeline.frames import Frame
 
 log = logging.getLogger("pipeline.sink")
 
 SOFTWARE_CODEC = "libx264"
+
+
+def open_encoder(container, codec: str, config: VideoOutputConfig, rate: Fraction, time_base: Fraction, width: int,
+                 height: int, threads: int = 1):
+    stream = container.add_stream(codec, rate=Fraction(rate).limit_denominator(1001 * 1000))
+    stream.width, stream.height = width, height
+    stream.pix_fmt = "yuv420p"
+    stream.time_base = time_base
+    # The encoder counts in the same fine time base: with its default 1/fps, two frames
+    # closer than one nominal frame (jittery live cameras) would collide.
+    stream.codec_context.time_base = time_base
+    stream.codec_context.thread_count = threads
+    options = {"threads": str(threads)}
+    if codec in ("libx264", "libx265"):
+        options.update(preset=config.preset, crf=str(config.crf))
+    options.update(config.options)
+    stream.codec_context.options = options
+    stream.codec_context.open()
+    return stream
+
+
+def encoder_problem(config: VideoOutputConfig) -> str | None:
+    """Why the configured video output cannot be written (None when it can): the container
+    its file name asks for, and the encoder with its options, opened once in a scratch
+    folder. A hardware encoder that cannot open is fine if its software fallback opens."""
+    ext = os.path.splitext(config.filename)[1]
+    errors = []
+    for codec in dict.fromkeys((config.codec, SOFTWARE_CODEC)):
+        with tempfile.TemporaryDirectory(prefix="pipeline-encoder-check-") as tmp:
+            try:
+                container = av.open(os.path.join(tmp, "check" + ext), "w")
+            except Exception as e:
+                return f"cannot write {ext or 'files without an extension'}: {_reason(e)}"
+            try:
+                open_encoder(container, codec, config, Fraction(25), Fraction(1, 90000), 64, 48)
+                return None
+            except Exception as e:
+                errors.append(f"{codec}: {_reason(e)}")
+            finally:
+                container.close()
+        if config.codec == SOFTWARE_CODEC:
+            break
+    return "cannot open the encoder with the configured options (" + "; ".join(errors) + ")"
+
+
+def _reason(e: BaseException) -> str:
+    text = getattr(e, "strerror", None) or str(e)
+    return text.strip().splitlines()[0] if text.strip() else type(e).__name__
 
 
 class VideoWriter:
@@ -84,22 +134,9 @@ class VideoWriter:
     def _add_stream(self, container, codec: str, frame: Frame, width: int, height: int):
         """An opened encoder stream: opening here (not at the first packet) is what lets a
         missing hardware encoder fall back before anything is written."""
-        rate = Fraction(frame.rate if frame.rate else 25).limit_denominator(1001 * 1000)
-        stream = container.add_stream(codec, rate=rate)
-        stream.width, stream.height = width, height
-        stream.pix_fmt = "yuv420p"
-        stream.time_base = self._time_base
-        # The encoder counts in the same fine time base: with its default 1/fps, two frames
-        # closer than one nominal frame (jittery live cameras) would collide.
-        stream.codec_context.time_base = self._time_base
-        stream.codec_context.thread_count = self.encoder_threads
-        options = {"threads": str(self.encoder_threads)}
-        if codec in ("libx264", "libx265"):
-            options.update(preset=self.config.preset, crf=str(self.config.crf))
-        options.update(self.config.options)
-        stream.codec_context.options = options
-        stream.codec_context.open()
-        return stream
+        assert self._time_base is not None
+        return open_encoder(container, codec, self.config, frame.rate or Fraction(25), self._time_base, width, height,
+                            self.encoder_threads)
 
     def write(self, frame: Frame) -> None:
         image = frame.image

@@ -1,17 +1,18 @@
-"""Zone and line-crossing analytics on tracked objects, per camera, from the YAML:
+"""Zone and line-crossing analytics on tracked objects, per camera (`AnalyticsSpec`).
 
-    - analytics:
-        cameras:
-          campus:
-            lines: [{name: gate, points: [[100, 300], [700, 300]], classes: [person]}]
-            zones: [{name: lawn, polygon: [[0, 400], [760, 400], [760, 570], [0, 570]]}]
+An object's position is the bottom centre of its box (where it touches the ground).
+Each line and zone sees the object on one side (left/right of the line, seen from its
+first point towards its second; inside/outside the zone). A change of side is only
+*pending* at first: it counts once the object has stayed on the new side for
+`min_frames` frames, or moved `min_distance` pixels past the line or edge, and going
+back before that cancels it. Without this, one person standing on a line is counted
+six times in two seconds (detections jitter by a few pixels). A line counts `in` for a
+move from its left to its right and `out` the other way, and only when the step that
+changed sides went through the segment itself, not past its ends.
 
-An object's position is the bottom centre of its box (where it touches the ground). A
-line crossing is its step from the last frame to this one intersecting the line:
-direction `in` when it moves from the left of the line (seen from the first point
-towards the second) to its right, `out` the other way. Zones report objects inside per
-class on every frame and `enter` / `exit` events. Events go on the frame (JSON lines) and
-into the camera's counts (summary, metrics); lines and zones are drawn by `overlay`.
+Results travel with the frame: events (JSON lines), and the counts as they stand after
+this frame (`Frame.lines`, `Frame.zones`), which the annotate stage draws: whatever
+thread draws the frame, it shows this frame's numbers.
 """
 from __future__ import annotations
 
@@ -21,48 +22,108 @@ from typing import Iterable
 import cv2
 import numpy as np
 
-from pipeline.config import ConfigError
-from pipeline.frames import EndOfStream, Frame, Item
+from pipeline.config.stages import AnalyticsSpec, LineSpec, ZoneSpec
+from pipeline.frames import ClassNames, EndOfStream, Frame, Item, LineCount, ZoneCount
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.stage import RunControl, Stage
-
-FORGET_AFTER = 30  # frames without a sighting before a track's state is dropped (the tracker's default max_age)
+from pipeline.stages.build import BuildContext
 
 
 @dataclass
-class Line:
-    name: str
-    a: np.ndarray
-    b: np.ndarray
-    classes: set[str] | None
-    counts: dict[str, int] = field(default_factory=lambda: {"in": 0, "out": 0})
+class Side:
+    """Where one track is relative to one line or zone, with a change under way."""
 
-    def side(self, p: np.ndarray) -> float:
-        d = self.b - self.a
-        return float(d[0] * (p[1] - self.a[1]) - d[1] * (p[0] - self.a[0]))
+    side: bool                      # right of the line / inside the zone
+    pending: bool | None = None     # the side it moved to, not yet confirmed
+    frames: int = 0                 # frames seen on the pending side
+    through: bool = False           # lines: the step to the pending side crossed the segment
 
-    def crossed(self, p0: np.ndarray, p1: np.ndarray) -> str | None:
-        """`in`/`out` when the step p0 -> p1 crosses the segment a-b, else None."""
-        right0, right1 = self.side(p0) > 0, self.side(p1) > 0  # on the line counts as left
-        if right0 == right1:
+
+class Geometry:
+    """A line or a zone: the side a point is on, and how far from the border."""
+
+    def __init__(self, spec: LineSpec | ZoneSpec):
+        self.spec = spec
+        self.classes = set(spec.classes) if spec.classes else None
+        self.sides: dict[int, Side] = {}
+
+    def applies(self, cls: str) -> bool:
+        return self.classes is None or cls in self.classes
+
+    def locate(self, p: np.ndarray) -> tuple[bool, float]:
+        raise NotImplementedError
+
+    def step(self, track: int, p: np.ndarray, prev: np.ndarray | None) -> bool | None:
+        """Feed one position; returns the newly confirmed side when a change counts."""
+        side, distance = self.locate(p)
+        state = self.sides.get(track)
+        if state is None:
+            self.sides[track] = self.first(side)
+            state = self.sides[track]
+            if state.side == side:
+                return None
+        if side == state.side:
+            state.pending, state.frames = None, 0  # back before the change counted: cancelled
             return None
-        d = p1 - p0
-        t0 = d[0] * (self.a[1] - p0[1]) - d[1] * (self.a[0] - p0[0])
-        t1 = d[0] * (self.b[1] - p0[1]) - d[1] * (self.b[0] - p0[0])
-        if t0 * t1 > 0:
-            return None  # the step passes beside the segment, not through it
-        return "in" if right1 else "out"
+        if state.pending != side:
+            state.pending, state.frames = side, 0
+            state.through = self.through(prev, p)
+        state.frames += 1
+        far = self.spec.min_distance is not None and distance >= self.spec.min_distance
+        if state.frames < self.spec.min_frames and not far:
+            return None
+        state.side, state.pending, state.frames = side, None, 0
+        return side if state.through else None
+
+    def first(self, side: bool) -> Side:
+        """A track seen for the first time: lines take its side as it is; zones start it
+        outside, so an object that appears inside a zone enters it."""
+        return Side(side)
+
+    def through(self, prev: np.ndarray | None, p: np.ndarray) -> bool:
+        return True
+
+    def forget(self, track: int) -> None:
+        self.sides.pop(track, None)
 
 
-@dataclass
-class Zone:
-    name: str
-    polygon: np.ndarray
-    classes: set[str] | None
-    inside: dict[int, str] = field(default_factory=dict)  # track -> class
+class Line(Geometry):
+    def __init__(self, spec: LineSpec):
+        super().__init__(spec)
+        self.a, self.b = (np.asarray(pt, np.float64) for pt in spec.points)
+        self.counts = {"in": 0, "out": 0}
 
-    def contains(self, p: np.ndarray) -> bool:
-        return cv2.pointPolygonTest(self.polygon, (float(p[0]), float(p[1])), False) >= 0
+    def locate(self, p: np.ndarray) -> tuple[bool, float]:
+        d = self.b - self.a
+        cross = float(d[0] * (p[1] - self.a[1]) - d[1] * (p[0] - self.a[0]))
+        return cross > 0, abs(cross) / float(np.hypot(*d))  # on the line counts as left
+
+    def through(self, prev: np.ndarray | None, p: np.ndarray) -> bool:
+        """Whether the step prev -> p passes through the segment (not beside its ends)."""
+        if prev is None:
+            return False
+        d = p - prev
+        t0 = d[0] * (self.a[1] - prev[1]) - d[1] * (self.a[0] - prev[0])
+        t1 = d[0] * (self.b[1] - prev[1]) - d[1] * (self.b[0] - prev[0])
+        return bool(t0 * t1 <= 0)
+
+
+class Zone(Geometry):
+    def __init__(self, spec: ZoneSpec):
+        super().__init__(spec)
+        self.polygon = np.asarray(spec.polygon, np.float32).reshape(-1, 1, 2)
+        self.inside: dict[int, str] = {}  # track -> class
+
+    def locate(self, p: np.ndarray) -> tuple[bool, float]:
+        signed = cv2.pointPolygonTest(self.polygon, (float(p[0]), float(p[1])), True)
+        return signed >= 0, abs(signed)
+
+    def first(self, side: bool) -> Side:
+        return Side(False)
+
+    def forget(self, track: int) -> None:
+        super().forget(track)
+        self.inside.pop(track, None)
 
 
 @dataclass
@@ -72,96 +133,72 @@ class CameraAnalytics:
     last: dict[int, tuple[np.ndarray, int]] = field(default_factory=dict)  # track -> (anchor, seq seen)
 
 
-def _points(value, path: str, n: int | None, problems: list[str]) -> np.ndarray | None:
-    try:
-        arr = np.asarray(value, np.float32)
-    except (TypeError, ValueError):
-        arr = np.zeros((0,))
-    if arr.ndim != 2 or arr.shape[1] != 2 or (n is not None and len(arr) != n) or (n is None and len(arr) < 3):
-        problems.append(f"{path}: expected {n or '3 or more'} [x, y] points")
-        return None
-    return arr
-
-
-def parse_analytics(options: dict, path: str, labels: list[str]) -> dict[str, CameraAnalytics]:
-    problems: list[str] = []
-    out: dict[str, CameraAnalytics] = {}
-    for cam, spec in (options.get("cameras") or {}).items():
-        cpath = f"{path}.cameras.{cam}"
-        lines, zones = [], []
-        for i, ln in enumerate((spec or {}).get("lines", [])):
-            pts = _points(ln.get("points"), f"{cpath}.lines[{i}].points", 2, problems)
-            classes = ln.get("classes")
-            problems += [f"{cpath}.lines[{i}].classes: unknown class {c!r}" for c in classes or [] if c not in labels]
-            if pts is not None:
-                lines.append(Line(str(ln.get("name", f"line{i}")), pts[0], pts[1], set(classes) if classes else None))
-        for i, zn in enumerate((spec or {}).get("zones", [])):
-            pts = _points(zn.get("polygon"), f"{cpath}.zones[{i}].polygon", None, problems)
-            classes = zn.get("classes")
-            problems += [f"{cpath}.zones[{i}].classes: unknown class {c!r}" for c in classes or [] if c not in labels]
-            if pts is not None:
-                zones.append(Zone(str(zn.get("name", f"zone{i}")), pts.reshape(-1, 1, 2),
-                                  set(classes) if classes else None))
-        out[str(cam)] = CameraAnalytics(lines, zones)
-    if problems:
-        raise ConfigError(problems)
-    return out
-
-
 class AnalyticsStage(Stage):
-    def __init__(self, name: str, options: dict, path: str, labels: list[str], cameras: list[str],
-                 metrics: Metrics, control: RunControl, queue_size: int):
-        super().__init__(name, metrics, control, queue_size)
-        self.labels = labels
-        self.cameras = parse_analytics(options, path, labels)
-        unknown = [c for c in self.cameras if c not in cameras]
-        if unknown:
-            raise ConfigError([f"{path}.cameras.{c}: no camera with this id" for c in unknown])
+    def __init__(self, spec: AnalyticsSpec, names: ClassNames, metrics: Metrics, control: RunControl,
+                 queue_size: int):
+        super().__init__(spec.stage_name, metrics, control, queue_size)
+        self.names = names
+        self.forget_after = spec.forget_after
+        self.cameras = {cam: CameraAnalytics([Line(s) for s in c.lines], [Zone(s) for s in c.zones])
+                        for cam, c in spec.cameras.items()}
 
-    def _name(self, class_id: int) -> str:
-        return self.labels[class_id] if 0 <= class_id < len(self.labels) else str(class_id)
+    @classmethod
+    def from_spec(cls, spec: AnalyticsSpec, ctx: BuildContext) -> "AnalyticsStage":
+        return cls(spec, ctx.detector_names, ctx.metrics, ctx.control, ctx.queue_size)
 
     def process(self, frame: Frame) -> Iterable[Item]:
         cam = self.cameras.get(frame.camera)
         det = frame.detections
-        if cam is None or det is None or det.track_id is None:
+        if cam is None:
             return (frame,)
+        if det is not None and det.track_id is not None:
+            self._observe(cam, frame)
+        frame.lines = [LineCount(ln.spec.name, tuple(ln.a), tuple(ln.b), ln.counts["in"], ln.counts["out"])
+                       for ln in cam.lines]
+        frame.zones = [ZoneCount(z.spec.name, z.polygon, len(z.inside)) for z in cam.zones]
+        return (frame,)
+
+    def _observe(self, cam: CameraAnalytics, frame: Frame) -> None:
+        det = frame.detections
+        assert det is not None and det.track_id is not None
         counts = self.metrics.camera(frame.camera).counts
         for i in range(len(det)):
             tid = int(det.track_id[i])
             if tid < 0:
                 continue
             x1, _, x2, y2 = det.xyxy[i]
-            anchor = np.array([(x1 + x2) / 2, y2], np.float32)
-            cls = self._name(int(det.class_id[i]))
+            anchor = np.array([(x1 + x2) / 2, y2], np.float64)
+            cls = self.names(int(det.class_id[i]))
             prev = cam.last[tid][0] if tid in cam.last else None
             cam.last[tid] = (anchor, frame.seq)
             for line in cam.lines:
-                if prev is None or (line.classes and cls not in line.classes):
+                if not line.applies(cls):
                     continue
-                direction = line.crossed(prev, anchor)
-                if direction:
+                side = line.step(tid, anchor, prev)
+                if side is not None:
+                    direction = "in" if side else "out"
                     line.counts[direction] += 1
-                    counts[f"{line.name}.{direction}.{cls}"] += 1
-                    frame.events.append(self._event(frame, tid, cls, "cross", line=line.name, direction=direction))
+                    counts[(line.spec.name, direction, cls)] += 1
+                    frame.events.append(self._event(frame, tid, cls, "cross", line=line.spec.name,
+                                                    direction=direction))
             for zone in cam.zones:
-                if zone.classes and cls not in zone.classes:
+                if not zone.applies(cls):
                     continue
-                inside = zone.contains(anchor)
-                if inside and tid not in zone.inside:
+                side = zone.step(tid, anchor, prev)
+                if side is None:
+                    continue
+                event = "enter" if side else "exit"
+                if side:
                     zone.inside[tid] = cls
-                    counts[f"{zone.name}.enter.{cls}"] += 1
-                    frame.events.append(self._event(frame, tid, cls, "enter", zone=zone.name))
-                elif not inside and tid in zone.inside:
-                    del zone.inside[tid]
-                    counts[f"{zone.name}.exit.{cls}"] += 1
-                    frame.events.append(self._event(frame, tid, cls, "exit", zone=zone.name))
-        for tid, (_, seq) in list(cam.last.items()):
-            if frame.seq - seq > FORGET_AFTER:  # long gone: forget it, and stop counting it inside
-                del cam.last[tid]
-                for zone in cam.zones:
+                else:
                     zone.inside.pop(tid, None)
-        return (frame,)
+                counts[(zone.spec.name, event, cls)] += 1
+                frame.events.append(self._event(frame, tid, cls, event, zone=zone.spec.name))
+        for tid, (_, seq) in list(cam.last.items()):
+            if frame.seq - seq > self.forget_after:  # the tracker has dropped it: forget it, stop counting it inside
+                del cam.last[tid]
+                for g in (*cam.lines, *cam.zones):
+                    g.forget(tid)
 
     @staticmethod
     def _event(frame: Frame, track: int, cls: str, event: str, **extra) -> dict:
@@ -169,21 +206,5 @@ class AnalyticsStage(Stage):
                 "event": event, **extra}
 
     def end(self, eos: EndOfStream) -> Iterable[Item]:
+        self.cameras.pop(eos.camera, None)
         return (eos,)
-
-    def overlay(self, image: np.ndarray, frame: Frame) -> None:
-        """Draw this camera's lines (with in/out counts) and zones (with objects inside)."""
-        cam = self.cameras.get(frame.camera)
-        if cam is None:
-            return
-        scale = max(0.4, image.shape[0] / 1200)
-        for zone in cam.zones:
-            cv2.polylines(image, [zone.polygon.astype(np.int32)], True, (255, 200, 0), 2, cv2.LINE_AA)
-            x, y = zone.polygon[0, 0]
-            cv2.putText(image, f"{zone.name}: {len(zone.inside)} inside", (int(x) + 4, int(y) + 16),
-                        cv2.FONT_HERSHEY_SIMPLEX, scale, (255, 200, 0), 1, cv2.LINE_AA)
-        for line in cam.lines:
-            a, b = tuple(int(v) for v in line.a), tuple(int(v) for v in line.b)
-            cv2.line(image, a, b, (0, 220, 255), 2, cv2.LINE_AA)
-            cv2.putText(image, f"{line.name}: in {line.counts['in']} out {line.counts['out']}", (a[0] + 4, a[1] - 6),
-                        cv2.FONT_HERSHEY_SIMPLEX, scale, (0, 220, 255), 1, cv2.LINE_AA)

@@ -1,6 +1,11 @@
-"""Draw detections on the frame: a box per object in its class colour, and a label
-(`#track class score | secondary label score`) on a filled background so it reads on any
-picture. Line width and font scale follow the frame size."""
+"""Draw a frame's results on its picture: a box per object in its class colour with a
+label block (`#track class score`, then one line per classifier: `name: label score`),
+and the analytics lines and zones with this frame's counts.
+
+Labels go above their box when there is room; where another label already took that
+place they go inside the top of the box, then below it, so overlapping objects keep
+readable labels. Line width and font scale follow the frame size.
+"""
 from __future__ import annotations
 
 import colorsys
@@ -9,9 +14,15 @@ from typing import Iterable
 import cv2
 import numpy as np
 
-from pipeline.frames import Frame, Item
+from pipeline.config import AnnotateSpec
+from pipeline.frames import Detections, Frame, Item
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.stage import RunControl, Stage
+from pipeline.stages.build import BuildContext
+
+FONT = cv2.FONT_HERSHEY_SIMPLEX
+LINE_COLOR = (0, 220, 255)
+ZONE_COLOR = (255, 200, 0)
 
 
 def class_color(class_id: int) -> tuple[int, int, int]:
@@ -26,55 +37,89 @@ def text_color(bg: tuple[int, int, int]) -> tuple[int, int, int]:
     return (0, 0, 0) if luma > 140 else (255, 255, 255)
 
 
-class Labels:
-    """Names for the detector's and the classifier's class ids."""
-
-    def __init__(self, primary: list[str], secondary: list[str] | None = None):
-        self.primary = primary
-        self.secondary = secondary or []
-
-    def name(self, class_id: int) -> str:
-        return self.primary[class_id] if 0 <= class_id < len(self.primary) else str(class_id)
-
-    def sub_name(self, class_id: int) -> str:
-        return self.secondary[class_id] if 0 <= class_id < len(self.secondary) else str(class_id)
+def label_lines(det: Detections, i: int) -> list[str]:
+    head = f"{det.names(int(det.class_id[i]))} {det.score[i]:.2f}"
+    if det.track_id is not None and det.track_id[i] >= 0:
+        head = f"#{int(det.track_id[i])} {head}"
+    lines = [head]
+    for stage, attr in det.attributes.items():
+        if attr.class_id[i] >= 0:
+            lines.append(f"{stage}: {attr.names(int(attr.class_id[i]))} {attr.score[i]:.2f}")
+    return lines
 
 
-def draw_detections(image: np.ndarray, frame: Frame, labels: Labels) -> None:
-    det = frame.detections
+def _overlaps(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def place_label(box: tuple[int, int, int, int], size: tuple[int, int], frame: tuple[int, int],
+                taken: list[tuple[int, int, int, int]]) -> tuple[int, int, int, int]:
+    """Where a label block of `size` goes for `box`: above it, else inside its top, else
+    below it; the first place inside the frame that no earlier label covers."""
+    x1, y1, x2, y2 = box
+    w, h = size
+    fw, fh = frame
+    x = max(0, min(x1, fw - w))
+    for y in (y1 - h, y1, y2):
+        rect = (x, y, x + w, y + h)
+        if y >= 0 and y + h <= fh and not any(_overlaps(rect, t) for t in taken):
+            return rect
+    y = min(max(0, y1 - h), max(0, fh - h))
+    return (x, y, x + w, y + h)
+
+
+def draw_detections(image: np.ndarray, det: Detections | None) -> None:
     if det is None or len(det) == 0:
         return
     h, w = image.shape[:2]
     thickness = max(1, round(h / 360))
-    font_scale = max(0.4, h / 1200)
-    for i in range(len(det)):
+    scale = max(0.4, h / 1200)
+    (_, line_h), base = cv2.getTextSize("Ag", FONT, scale, 1)
+    step = line_h + base + 2
+    taken: list[tuple[int, int, int, int]] = []
+    order = np.argsort(-det.score)  # the most confident objects get the best label places
+    for i in order:
         x1, y1, x2, y2 = (int(round(v)) for v in det.xyxy[i])
-        cid = int(det.class_id[i])
-        color = class_color(cid)
+        color = class_color(int(det.class_id[i]))
         cv2.rectangle(image, (x1, y1), (x2, y2), color, thickness, cv2.LINE_AA)
-        text = f"{labels.name(cid)} {det.score[i]:.2f}"
-        if det.track_id is not None and det.track_id[i] >= 0:
-            text = f"#{int(det.track_id[i])} {text}"
-        if det.sub_class_id is not None and det.sub_class_id[i] >= 0:
-            assert det.sub_score is not None
-            text += f" | {labels.sub_name(int(det.sub_class_id[i]))} {det.sub_score[i]:.2f}"
-        (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, font_scale, 1)
-        ty = y1 - 2 if y1 - th - base - 2 >= 0 else y1 + th + base + 2
-        tx = max(0, min(x1, w - tw - 2))  # keep the label inside the picture
-        cv2.rectangle(image, (tx, ty - th - base), (tx + tw + 2, ty + 1), color, -1)
-        cv2.putText(image, text, (tx + 1, ty - base + 1), cv2.FONT_HERSHEY_SIMPLEX, font_scale,
-                    text_color(color), 1, cv2.LINE_AA)
+        lines = label_lines(det, int(i))
+        width = max(cv2.getTextSize(t, FONT, scale, 1)[0][0] for t in lines) + 4
+        rect = place_label((x1, y1, x2, y2), (width, step * len(lines)), (w, h), taken)
+        taken.append(rect)
+        cv2.rectangle(image, rect[:2], (rect[2] - 1, rect[3] - 1), color, -1)
+        for k, text in enumerate(lines):
+            cv2.putText(image, text, (rect[0] + 2, rect[1] + k * step + line_h + 1), FONT, scale, text_color(color),
+                        1, cv2.LINE_AA)
+
+
+def draw_analytics(image: np.ndarray, frame: Frame) -> None:
+    """This frame's zones (objects inside) and counting lines (in/out so far)."""
+    scale = max(0.4, image.shape[0] / 1200)
+    for zone in frame.zones:
+        cv2.polylines(image, [zone.polygon.astype(np.int32)], True, ZONE_COLOR, 2, cv2.LINE_AA)
+        x, y = zone.polygon[0, 0]
+        cv2.putText(image, f"{zone.name}: {zone.inside} inside", (int(x) + 4, int(y) + 16), FONT, scale, ZONE_COLOR,
+                    1, cv2.LINE_AA)
+    for line in frame.lines:
+        a, b = tuple(int(v) for v in line.a), tuple(int(v) for v in line.b)
+        cv2.line(image, a, b, LINE_COLOR, 2, cv2.LINE_AA)
+        cv2.putText(image, f"{line.name}: in {line.into} out {line.out}", (a[0] + 4, max(12, a[1] - 6)), FONT, scale,
+                    LINE_COLOR, 1, cv2.LINE_AA)
+
+
+def draw(image: np.ndarray, frame: Frame) -> None:
+    draw_analytics(image, frame)
+    draw_detections(image, frame.detections)
 
 
 class AnnotateStage(Stage):
-    def __init__(self, name: str, labels: Labels, metrics: Metrics, control: RunControl, queue_size: int,
-                 overlays: list | None = None):
-        super().__init__(name, metrics, control, queue_size)
-        self.labels = labels
-        self.overlays = overlays or []
+    def __init__(self, spec: AnnotateSpec, metrics: Metrics, control: RunControl, queue_size: int):
+        super().__init__(spec.stage_name, metrics, control, queue_size)
+
+    @classmethod
+    def from_spec(cls, spec: AnnotateSpec, ctx: BuildContext) -> "AnnotateStage":
+        return cls(spec, ctx.metrics, ctx.control, ctx.queue_size)
 
     def process(self, frame: Frame) -> Iterable[Item]:
-        for overlay in self.overlays:
-            overlay(frame.image, frame)
-        draw_detections(frame.image, frame, self.labels)
+        draw(frame.image, frame)
         return (frame,)

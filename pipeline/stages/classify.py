@@ -17,16 +17,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipeline.config import ModelConfig
+from pipeline.config import ClassifySpec, ModelConfig
 from pipeline.decoders.layouts import classify
 from pipeline.engines.engine import Chunks, Engine
-from pipeline.frames import EndOfStream, Frame
+from pipeline.frames import Attribute, ClassNames, EndOfStream, Frame
 from pipeline.metrics.registry import Metrics
-from pipeline.runtime.queues import QueueClosed
+from pipeline.preprocess import Preprocessor
 from pipeline.runtime.stage import RunControl, contain
+from pipeline.stages.build import BuildContext
 from pipeline.stages.crops import CropPolicy
 from pipeline.stages.inference import InferenceStage
-from pipeline.stages.preprocess import Preprocessor
 
 
 FORGET_AFTER = 300  # frames after which a vanished track's label state is dropped
@@ -62,44 +62,48 @@ def forget_stale(tracks: dict[int, _TrackLabel], seq: int) -> None:
 
 
 class ClassifyStage(InferenceStage):
-    def __init__(self, name: str, model: ModelConfig, engine: Engine, detector_labels: list[str], options: dict,
+    def __init__(self, spec: ClassifySpec, model: ModelConfig, engine: Engine, detector: ClassNames,
                  metrics: Metrics, control: RunControl, queue_size: int):
-        super().__init__(name, engine, metrics, control, queue_size, pass_through_room=8)
+        super().__init__(spec.stage_name, engine, metrics, control, queue_size, pass_through_room=8)
         self.model = model
-        self.crops = CropPolicy.from_options(options, detector_labels)
-        self.per_track = bool(options.get("per_track", False))
-        self.reclassify_interval = int(options.get("reclassify_interval", 15))
-        self.regrow = float(options.get("regrow", 2.0))
+        self.names = ClassNames(model.labels)
+        self.crops = CropPolicy.from_spec(spec, detector)
+        self.per_track = spec.per_track
+        self.reclassify_interval = spec.reclassify_interval
+        self.regrow = spec.regrow
         self.preprocess = Preprocessor(model)
         self._inputs: list = []  # crops preprocessed for the next batch
         self._refs: list[tuple[_Pending, int, _TrackLabel | None]] = []  # (frame, row, its track's label)
         self._first_crop_at = 0.0
         self._tracks: dict[str, dict[int, _TrackLabel]] = defaultdict(dict)
         self._lock = threading.Lock()
+        self.counters = metrics.stages[self.name].counters
+
+    @classmethod
+    def from_spec(cls, spec: ClassifySpec, ctx: BuildContext) -> "ClassifyStage":
+        return cls(spec, ctx.config.models[spec.model], ctx.engine(spec.model), ctx.detector_names, ctx.metrics,
+                   ctx.control, ctx.queue_size)
 
     # -- input side ---------------------------------------------------------------------
-    def _feed_loop(self) -> None:
+    def feed_loop(self) -> None:
         wait_s = self.model.batching.max_wait_ms / 1000.0
-        try:
-            while not self.control.abort.is_set():
-                timeout = 0.2
+        while not self.control.abort.is_set():
+            timeout = 0.2
+            if self._inputs:
+                timeout = max(0.0, self._first_crop_at + wait_s - time.perf_counter())
+            item = self.input.get(timeout=timeout)
+            if item is None:
                 if self._inputs:
-                    timeout = max(0.0, self._first_crop_at + wait_s - time.perf_counter())
-                item = self.input.get(timeout=timeout)
-                if item is None:
-                    if self._inputs:
-                        self._flush()
-                    continue
-                if isinstance(item, EndOfStream):
                     self._flush()
-                    self._tracks.pop(item.camera, None)
-                    self.pass_through(item)
-                    continue
-                self._take(item)
-                if len(self._inputs) >= self.model.batching.max_batch:
-                    self._flush()
-        except QueueClosed:
-            return
+                continue
+            if isinstance(item, EndOfStream):
+                self._flush()
+                self._tracks.pop(item.camera, None)
+                self.pass_through(item)
+                continue
+            self._take(item)
+            if len(self._inputs) >= self.model.batching.max_batch:
+                self._flush()
 
     def _take(self, frame: Frame) -> None:
         t0 = time.perf_counter()
@@ -111,7 +115,7 @@ class ClassifyStage(InferenceStage):
             chosen: list[tuple[int, _TrackLabel | None]] = []
             if len(rows):
                 assert det is not None
-                det.ensure_sub_labels()
+                det.attribute(self.name, self.names)
                 chosen = self._rows_to_classify(frame, rows, pending)
             for r, state in chosen:
                 assert det is not None
@@ -156,7 +160,7 @@ class ClassifyStage(InferenceStage):
         if frame.seq % FORGET_AFTER == 0:
             with self._lock:
                 forget_stale(tracks, frame.seq)
-        saved = self.metrics.engines[self.model.name]
+        attr = det.attributes[self.name]
         chosen = []
         for r in rows:
             tid = int(det.track_id[r])
@@ -174,12 +178,11 @@ class ClassifyStage(InferenceStage):
                     chosen.append((int(r), state))
                     continue
                 if state.votes:
-                    assert det.sub_class_id is not None and det.sub_score is not None
-                    det.sub_class_id[r], det.sub_score[r] = state.best()
+                    attr.class_id[r], attr.score[r] = state.best()
                 else:  # its first classification is in flight: this row gets that label too
                     state.waiting.append((pending, int(r)))
                     pending.remaining += 1
-                saved.calls_saved += 1
+                self.counters["calls_saved"] += 1
         return chosen
 
     def _flush(self) -> None:
@@ -216,8 +219,9 @@ class ClassifyStage(InferenceStage):
                     state.waiting = []
             for p, r in labelled:
                 det = p.frame.detections
-                assert det is not None and det.sub_class_id is not None and det.sub_score is not None
-                det.sub_class_id[r], det.sub_score[r] = cls, score
+                assert det is not None
+                attr: Attribute = det.attributes[self.name]
+                attr.class_id[r], attr.score[r] = cls, score
                 if self._release(p):
                     p.frame.stamp(f"{self.name}.done")
                     ready.append(p.frame)

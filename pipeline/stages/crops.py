@@ -6,22 +6,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.frames import Detections
+from pipeline.config import ClassifySpec
+from pipeline.frames import ClassNames, Detections
 
 
 @dataclass
 class CropPolicy:
     class_ids: np.ndarray | None  # detector classes to classify; None: all
-    min_size: float = 24.0        # smaller boxes (either side, pixels) are skipped
-    margin: float = 0.0           # grow each box by this fraction on every side
+    min_size: float               # smaller boxes (either side, pixels) are skipped
+    margin: float                 # grow each box by this fraction on every side
 
     @classmethod
-    def from_options(cls, options: dict, detector_labels: list[str]) -> "CropPolicy":
-        """From a classify stage's options (already checked with the config)."""
-        names = options.get("classes")
-        ids = None if names is None else np.array([detector_labels.index(c) for c in names if c in detector_labels],
-                                                  np.int64)
-        return cls(ids, float(options.get("min_size", 24)), float(options.get("margin", 0.0)))
+    def from_spec(cls, spec: ClassifySpec, detector: ClassNames) -> "CropPolicy":
+        """From a classify stage's spec (its classes were checked against the detector's)."""
+        ids = None if spec.classes is None else detector.ids(spec.classes)
+        return cls(ids, spec.min_size, spec.margin)
 
     def rows(self, det: Detections | None) -> np.ndarray:
         """Indices of the detections to classify."""

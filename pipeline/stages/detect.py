@@ -1,10 +1,9 @@
 """The detector stage: dynamic batching across cameras, asynchronous inference, decode + NMS.
 
 Two threads and no waiting on inference:
-- the batcher collects preprocessed frames round-robin from the per-camera lanes into
-  batches (`max_batch` or `max_wait_ms`, whichever comes first), stamps each frame's
-  gap-free `order`, and submits the batch to the engine (blocking only when
-  `max_inflight` batches are out: that is the backpressure to the cameras);
+- the batcher waits until the engine can take a batch, then forms it round-robin from
+  the per-camera lanes (`max_batch`, holding for up to `max_wait_ms` only where a larger
+  batch pays), stamps each frame's gap-free `order`, and submits it;
 - the completion thread decodes each finished batch (layout decode, score filter,
   class-aware NMS, boxes back to frame pixels) and releases frames per camera in order.
 Preprocessing itself runs in each camera's source thread (see `sources.video`).
@@ -13,13 +12,14 @@ from __future__ import annotations
 
 import time
 
-from pipeline.config import ModelConfig
+from pipeline.config import DetectSpec, ModelConfig
 from pipeline.decoders.layouts import DetectionDecoder
 from pipeline.engines.engine import Chunks, Engine
 from pipeline.frames import Detections, EndOfStream, Frame
 from pipeline.metrics.registry import Metrics
-from pipeline.runtime.queues import LaneQueue, QueueClosed
+from pipeline.runtime.queues import LaneQueue
 from pipeline.runtime.stage import RunControl, contain
+from pipeline.stages.build import BuildContext
 from pipeline.stages.inference import InferenceStage
 
 
@@ -34,6 +34,11 @@ class DetectStage(InferenceStage):
         del metrics.queues[name]
         self._orders: dict[str, int] = {}
 
+    @classmethod
+    def from_spec(cls, spec: DetectSpec, ctx: BuildContext) -> "DetectStage":
+        return cls(spec.stage_name, ctx.config.models[spec.model], ctx.engine(spec.model), ctx.metrics, ctx.control,
+                   ctx.queue_size)
+
     def add_camera(self, camera: str, size: int, policy: str) -> None:
         self.lanes.add_lane(camera, size, policy)
 
@@ -46,44 +51,43 @@ class DetectStage(InferenceStage):
         self._orders[camera] = n + 1
         return n
 
-    def _feed_loop(self) -> None:
+    def feed_loop(self) -> None:
         b = self.model.batching
-        try:
-            while not self.control.abort.is_set():
-                items = self.lanes.collect(b.max_batch, b.max_wait_ms / 1000.0)
-                frames: list[Frame] = []
-                for item in items:
-                    item.order = self._next_order(item.camera)
-                    if isinstance(item, Frame):
-                        item.stamp(f"{self.name}.batched")
-                        frames.append(item)
-                if frames:
-                    self.submit([f.tensor for f in frames], frames)
-                for item in items:
-                    if isinstance(item, EndOfStream):
-                        self.pass_through(item)
-        except QueueClosed:
-            return
+        while not self.control.abort.is_set():
+            if not self.engine.wait_ready(timeout=0.2):
+                continue
+            items = self.lanes.collect(b.max_batch, b.max_wait_ms / 1000.0)
+            frames: list[Frame] = []
+            for item in items:
+                item.order = self._next_order(item.camera)
+                if isinstance(item, Frame):
+                    item.stamp(f"{self.name}.batched")
+                    frames.append(item)
+            if frames:
+                self.submit([f.tensor for f in frames], frames)
+            for item in items:
+                if isinstance(item, EndOfStream):
+                    self.pass_through(item)
 
     def complete(self, frames: list[Frame], result: Chunks | BaseException) -> list[Frame]:  # type: ignore[override]
         t0 = time.perf_counter()
         if isinstance(result, BaseException):
             for f in frames:
                 contain(self.metrics, self.name, f, result)
-                f.detections = Detections.empty()
+                f.detections = Detections.empty(self.decoder.names)
         else:
             i = 0
             for n, outputs in result:
                 try:
-                    decoded = self.decoder.decode(outputs, n)
+                    decoded: list = self.decoder.decode(outputs, n)
                 except Exception as e:
-                    decoded = [e] * n  # type: ignore[list-item]
+                    decoded = [e] * n
                 for det in decoded:
                     f = frames[i]
                     i += 1
                     if isinstance(det, Exception):
                         contain(self.metrics, self.name, f, det)
-                        f.detections = Detections.empty()
+                        f.detections = Detections.empty(self.decoder.names)
                         continue
                     assert f.letterbox is not None
                     det.xyxy = f.letterbox.to_frame(det.xyxy)

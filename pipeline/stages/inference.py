@@ -3,19 +3,43 @@
 A feeding thread forms batches and submits them; the engine's completion callback only
 hands the result over (never blocking: results are bounded by the engine's in-flight
 credits); a completion thread gives the credit back, turns results into finished frames
-and releases them per camera in sequence order. Frames that need no inference pass
+and releases them per camera in sequence order. Items that need no inference pass
 through the same completion queue, so order is kept for them too.
 """
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
-from pipeline.engines.engine import Chunks, Engine
+from pipeline.engines.engine import Chunks, Engine, EngineClosed
 from pipeline.frames import Item
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.queues import BoundedQueue, QueueClosed
 from pipeline.runtime.stage import RunControl, Stage
 from pipeline.stages.reorder import Reorderer
+
+
+@dataclass
+class BatchDone:
+    """An engine finished a batch (its credit is given back when this is taken)."""
+
+    context: object
+    result: Chunks | BaseException
+
+
+@dataclass
+class BatchFailed:
+    """A batch could not be submitted (e.g. a tensor of the wrong shape); no credit held."""
+
+    context: object
+    error: BaseException
+
+
+@dataclass
+class PassThrough:
+    """An item that needs no inference here: an end of stream, a frame without crops."""
+
+    item: Item
 
 
 class InferenceStage(Stage):
@@ -28,12 +52,19 @@ class InferenceStage(Stage):
         self._reorder = Reorderer()
 
     def start(self) -> None:
-        for target, suffix in ((self._feed_loop, "feed"), (self._completion_loop, "completion")):
+        for target, suffix in ((self._feed, "feed"), (self._completion_loop, "completion")):
             t = threading.Thread(target=target, name=f"{self.name}-{suffix}", daemon=True)
             self._threads.append(t)
             t.start()
 
-    def _feed_loop(self) -> None:
+    def _feed(self) -> None:
+        try:
+            self.feed_loop()
+        except (QueueClosed, EngineClosed):
+            return
+
+    def feed_loop(self) -> None:
+        """Form batches and submit them until the stage is aborted."""
         raise NotImplementedError
 
     def complete(self, context: object, result: Chunks | BaseException) -> list[Item]:
@@ -43,17 +74,18 @@ class InferenceStage(Stage):
     def submit(self, inputs: list, context: object) -> None:
         try:
             self.engine.submit(inputs, self._on_done, context)
+        except EngineClosed:
+            raise
         except Exception as e:  # e.g. a tensor of the wrong shape: the batch's frames carry the error
-            self.completions.put(("failed", context, e))
+            self.completions.put(BatchFailed(context, e))
 
     def pass_through(self, item: Item) -> None:
-        """An item that needs no inference here (an end of stream, a frame without crops)."""
-        self.completions.put(("ready", item, None))
+        self.completions.put(PassThrough(item))
 
     def _on_done(self, chunks: Chunks | None, err: BaseException | None, context: object) -> None:
         # Runs on an inference thread: hand over only.
         try:
-            self.completions.put(("result", context, err if err is not None else chunks), force=True)
+            self.completions.put(BatchDone(context, err if err is not None else chunks), force=True)
         except QueueClosed:
             pass
 
@@ -63,17 +95,20 @@ class InferenceStage(Stage):
                 msg = self.completions.get(timeout=0.2)
                 if msg is None:
                     continue
-                kind, payload, result = msg
-                if kind == "result":
+                if isinstance(msg, PassThrough):
+                    ready = [msg.item]
+                elif isinstance(msg, BatchDone):
                     self.engine.consumed()
-                ready = [payload] if kind == "ready" else self.complete(payload, result)
+                    ready = self.complete(msg.context, msg.result)
+                else:
+                    ready = self.complete(msg.context, msg.error)
                 for item in ready:
                     for out in self._reorder.push(item):
                         self.emit(out)
         except QueueClosed:
             return
 
-    def process(self, frame):  # frames are taken by `_feed_loop`
+    def process(self, frame):  # frames are taken by `feed_loop`
         raise NotImplementedError
 
     def close(self) -> None:

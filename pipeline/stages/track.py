@@ -22,10 +22,12 @@ from typing import Iterable
 
 import numpy as np
 
+from pipeline.config import TrackSpec
 from pipeline.decoders.nms import iou_matrix
 from pipeline.frames import EndOfStream, Frame, Item
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.stage import RunControl, Stage
+from pipeline.stages.build import BuildContext
 
 _CHI = 1.0 / 20
 _VEL = 1.0 / 160
@@ -103,14 +105,9 @@ def greedy_match(iou: np.ndarray, threshold: float) -> list[tuple[int, int]]:
 
 @dataclass
 class ByteTracker:
-    """The tracker state of one camera."""
+    """The tracker state of one camera (its parameters: `TrackSpec`)."""
 
-    high: float = 0.4       # ByteTrack's 0.5/0.6 suit large models; small ones score lower
-    new_track: float = 0.5
-    match_iou: float = 0.2
-    low_match_iou: float = 0.5
-    max_age: int = 30
-    class_aware: bool = True
+    spec: TrackSpec
     tracks: list[Track] = field(default_factory=list)
     frames: int = 0
     _ids: Iterable[int] = field(default_factory=lambda: itertools.count(1))
@@ -119,7 +116,7 @@ class ByteTracker:
         if not tracks or not len(rows):
             return np.zeros((len(tracks), len(rows)))
         iou = iou_matrix(np.stack([t.box() for t in tracks]), boxes[rows])
-        if self.class_aware:
+        if self.spec.class_aware:
             same = np.array([t.class_id for t in tracks])[:, None] == classes[rows][None, :]
             iou = np.where(same, iou, 0.0)
         return iou
@@ -130,8 +127,8 @@ class ByteTracker:
         ids = np.full((len(boxes),), -1, np.int64)
         for t in self.tracks:
             t.kf.predict()
-        high = np.nonzero(scores >= self.high)[0]
-        low = np.nonzero(scores < self.high)[0]
+        high = np.nonzero(scores >= self.spec.high_threshold)[0]
+        low = np.nonzero(scores < self.spec.high_threshold)[0]
         confirmed = [t for t in self.tracks if t.confirmed]
         tentative = [t for t in self.tracks if not t.confirmed]
         matched: set[int] = set()
@@ -150,16 +147,16 @@ class ByteTracker:
             left_rows = np.array([r for i, r in enumerate(rows) if i not in used], np.int64)
             return [t for t in tracks if id(t) not in matched], left_rows
 
-        unmatched, high_left = assign(confirmed, high, self.match_iou)
-        unmatched, _ = assign([t for t in unmatched if t.missed == 0], low, self.low_match_iou)
-        _, high_left = assign(tentative, high_left, self.match_iou)
+        unmatched, high_left = assign(confirmed, high, self.spec.match_iou)
+        unmatched, _ = assign([t for t in unmatched if t.missed == 0], low, self.spec.low_match_iou)
+        _, high_left = assign(tentative, high_left, self.spec.match_iou)
         for t in self.tracks:
             if id(t) not in matched:
                 t.missed += 1
         self.tracks = [t for t in self.tracks
-                       if id(t) in matched or (t.confirmed and t.missed <= self.max_age)]
+                       if id(t) in matched or (t.confirmed and t.missed <= self.spec.max_age)]
         for row in high_left:
-            if scores[row] >= self.new_track:
+            if scores[row] >= self.spec.new_track_threshold:
                 t = Track(next(self._ids), KalmanBox(boxes[row]), int(classes[row]), confirmed=self.frames == 1)
                 self.tracks.append(t)
                 if t.confirmed:
@@ -170,20 +167,21 @@ class ByteTracker:
 class TrackStage(Stage):
     """Per-camera trackers; frames arrive in order (the detector restores it)."""
 
-    def __init__(self, name: str, options: dict, metrics: Metrics, control: RunControl, queue_size: int):
-        super().__init__(name, metrics, control, queue_size)  # options are checked with the config
-        self.params = dict(high=float(options.get("high_threshold", 0.4)),
-                           new_track=float(options.get("new_track_threshold", 0.5)),
-                           match_iou=float(options.get("match_iou", 0.2)),
-                           low_match_iou=float(options.get("low_match_iou", 0.5)),
-                           max_age=int(options.get("max_age", 30)),
-                           class_aware=bool(options.get("class_aware", True)))
+    def __init__(self, spec: TrackSpec, metrics: Metrics, control: RunControl, queue_size: int):
+        super().__init__(spec.stage_name, metrics, control, queue_size)
+        self.spec = spec
         self.trackers: dict[str, ByteTracker] = {}
+
+    @classmethod
+    def from_spec(cls, spec: TrackSpec, ctx: BuildContext) -> "TrackStage":
+        return cls(spec, ctx.metrics, ctx.control, ctx.queue_size)
 
     def process(self, frame: Frame) -> Iterable[Item]:
         det = frame.detections
         if det is not None:
-            tracker = self.trackers.setdefault(frame.camera, ByteTracker(**self.params))  # type: ignore[arg-type]
+            tracker = self.trackers.get(frame.camera)
+            if tracker is None:
+                tracker = self.trackers[frame.camera] = ByteTracker(self.spec)
             det.track_id = tracker.update(det.xyxy, det.score, det.class_id)
         return (frame,)
 

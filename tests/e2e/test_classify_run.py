@@ -5,7 +5,7 @@ import collections
 
 import pytest
 
-from conftest import classifier_model, detector_model, read_jsonl, run_pipeline, still_clip
+from conftest import classifier_model, detector_model, label, read_jsonl, run_pipeline, still_clip
 
 VEHICLES = {"ambulance", "station wagon", "taxicab", "car mirror", "car wheel", "convertible", "fire engine",
             "garbage truck", "go-kart", "golf cart", "grille", "jeep", "limousine", "minibus", "minivan", "Model T",
@@ -29,9 +29,9 @@ def test_the_cup_in_the_coffee_photo_is_labelled_espresso_or_cup(tmp_path, model
     for r in records:
         cups = [d for d in r["detections"] if d["class"] == "cup"]
         assert cups, r
-        assert all(d["label"] in ("espresso", "cup", "coffee mug") for d in cups), cups
+        assert all(label(d) in ("espresso", "cup", "coffee mug") for d in cups), cups
         others = [d for d in r["detections"] if d["class"] != "cup"]
-        assert all("label" not in d for d in others)  # only the configured classes are classified
+        assert all("labels" not in d for d in others)  # only the configured classes are classified
 
 
 def test_car_crops_from_the_street_clip_get_vehicle_labels(tmp_path, model_path, sample_path, write_config):
@@ -39,8 +39,8 @@ def test_car_crops_from_the_street_clip_get_vehicle_labels(tmp_path, model_path,
            "models": {"det": detector_model(model_path), "cls": classifier_model(model_path)},
            "graph": graph(["car", "truck", "bus"], min_size=24), "outputs": {"video": {"enabled": False}}}
     snap = run_pipeline(cfg, write_config, str(tmp_path / "out"), max_frames=100)
-    labels = collections.Counter(d["label"] for r in read_jsonl(str(tmp_path / "out" / "detections.jsonl"))
-                                 for d in r["detections"] if d["class"] == "car" and "label" in d)
+    labels = collections.Counter(label(d) for r in read_jsonl(str(tmp_path / "out" / "detections.jsonl"))
+                                 for d in r["detections"] if d["class"] == "car" and label(d))
     total = sum(labels.values())
     assert total >= 50
     assert sum(n for name, n in labels.items() if name in VEHICLES) >= 0.6 * total, labels.most_common(10)
@@ -63,7 +63,7 @@ def test_crops_of_four_cameras_share_batches_and_every_frame_arrives_in_order(tm
         assert seqs == list(range(40))
     labelled = [d for r in records for d in r["detections"] if d["class"] in ("car", "truck", "person")
                 and min(d["box"][2] - d["box"][0], d["box"][3] - d["box"][1]) >= 24]
-    assert labelled and all("label" in d and 0 < d["label_score"] <= 1 for d in labelled)
+    assert labelled and all(label(d) and 0 < d["labels"]["cls"]["score"] <= 1 for d in labelled)
     assert snap["engines"]["cls"]["mean_batch"] > 4
 
 

@@ -6,7 +6,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from conftest import detector_model, frame_count, make_fixed_batch, read_jsonl, run_pipeline, video_frames
+from conftest import detector_model, frame_count, read_jsonl, run_pipeline, video_frames
+from onnx_models import make_fixed_batch
 
 
 def reference_detections(session: ort.InferenceSession, image: np.ndarray, labels: list[str]) -> list[tuple]:

@@ -4,7 +4,7 @@ import threading
 import numpy as np
 import pytest
 
-from conftest import make_fixed_batch
+from onnx_models import make_fixed_batch
 from pipeline.config import BatchingConfig, EngineConfig, ModelConfig
 from pipeline.engines.engine import Engine
 from pipeline.engines.session import ModelError
@@ -16,6 +16,10 @@ def yolox(path: str, **engine) -> ModelConfig:
                        batching=BatchingConfig(max_batch=4), engine=EngineConfig(**engine))
 
 
+def open_engine(model: ModelConfig, stats: EngineStats | None = None, workers: int = 1) -> Engine:
+    return Engine.open(model, stats, cores=2, workers=workers)
+
+
 @pytest.fixture(scope="module")
 def inputs():
     rng = np.random.default_rng(0)
@@ -24,7 +28,7 @@ def inputs():
 
 @pytest.fixture(scope="module")
 def reference(model_path, inputs):
-    engine = Engine(yolox(model_path("yolox_nano.onnx"), io_binding=False), EngineStats())
+    engine = open_engine(yolox(model_path("yolox_nano.onnx"), io_binding=False))
     try:
         return [engine.infer([x])[0][1][0][0] for x in inputs]
     finally:
@@ -37,8 +41,8 @@ def rows(chunks):
 
 @pytest.mark.parametrize("mode,io_binding", [("thread", True), ("thread", False), ("async", False)])
 def test_a_batch_of_four_equals_four_single_runs(model_path, inputs, reference, mode, io_binding):
-    engine = Engine(yolox(model_path("yolox_nano.onnx"), mode=mode, io_binding=io_binding), EngineStats(),
-                    intra_op_threads=2 if mode == "async" else 1, workers=2)
+    engine = open_engine(yolox(model_path("yolox_nano.onnx"), mode=mode, io_binding=io_binding), workers=2)
+    assert engine.plan.mode == mode and engine.plan.intra_op_threads == (2 if mode == "async" else 1)
     try:
         got = rows(engine.infer(inputs))
     finally:
@@ -51,7 +55,7 @@ def test_a_batch_of_four_equals_four_single_runs(model_path, inputs, reference, 
 def test_a_fixed_batch_model_gets_its_batches_split(tmp_path, model_path, inputs, reference):
     path = make_fixed_batch(model_path("yolox_nano.onnx"), str(tmp_path / "b1.onnx"))
     stats = EngineStats()
-    engine = Engine(yolox(path), stats)
+    engine = open_engine(yolox(path), stats)
     try:
         assert engine.fixed_batch == 1
         assert "fixed batch 1" in engine.describe()
@@ -66,7 +70,7 @@ def test_a_fixed_batch_model_gets_its_batches_split(tmp_path, model_path, inputs
 def test_batches_are_padded_to_the_allowed_sizes(model_path, inputs, reference):
     m = yolox(model_path("yolox_nano.onnx"))
     m.batching.batch_sizes = [1, 4]
-    engine = Engine(m, EngineStats())
+    engine = open_engine(m)
     try:
         assert engine.padded_size(3) == 4 and engine.padded_size(1) == 1
         chunks = engine.infer(inputs[:3])
@@ -80,7 +84,7 @@ def test_batches_are_padded_to_the_allowed_sizes(model_path, inputs, reference):
 
 def test_no_more_than_max_inflight_batches_are_out(model_path, inputs):
     stats = EngineStats()
-    engine = Engine(yolox(model_path("yolox_nano.onnx"), max_inflight=2), stats, workers=2)
+    engine = Engine.open(yolox(model_path("yolox_nano.onnx"), max_inflight=2, workers=2), stats)
     done = threading.Semaphore(0)
     consumer = threading.Thread(target=lambda: [done.acquire(timeout=30) and engine.consumed() for _ in range(6)])
     try:
@@ -95,7 +99,7 @@ def test_no_more_than_max_inflight_batches_are_out(model_path, inputs):
 
 
 def test_wrong_tensor_shape_is_reported_not_run(model_path):
-    engine = Engine(yolox(model_path("yolox_nano.onnx")), EngineStats())
+    engine = open_engine(yolox(model_path("yolox_nano.onnx")))
     try:
         with pytest.raises(ValueError, match=r"input tensor shape \[3, 320, 320\]"):
             engine.submit([np.zeros((3, 320, 320), np.float32)], lambda *a: None)
@@ -107,18 +111,18 @@ def test_model_input_size_mismatch_names_the_model(model_path):
     m = yolox(model_path("yolox_nano.onnx"))
     m.input_size = (320, 320)
     with pytest.raises(ModelError, match=r"models.det: model input 'images' is 416x416 .* input_size is 320x320"):
-        Engine(m, EngineStats())
+        open_engine(m)
 
 
 def test_unreadable_model_file_names_the_model(tmp_path):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not a model")
     with pytest.raises(ModelError, match=r"models.det: cannot load .*bad.onnx"):
-        Engine(yolox(str(bad)), EngineStats())
+        open_engine(yolox(str(bad)))
 
 
 def test_providers_reported_are_the_sessions_own(model_path):
-    engine = Engine(yolox(model_path("yolox_nano.onnx"), providers=["cuda", "cpu"]), EngineStats())
+    engine = open_engine(yolox(model_path("yolox_nano.onnx"), providers=["cuda", "cpu"]))
     try:
         assert engine.providers == engine.session.get_providers()
         if engine.providers[0] == "CPUExecutionProvider":
@@ -131,13 +135,13 @@ def test_device_buffer_path_updates_inputs_in_place(model_path, inputs, referenc
     """The GPU path (input copied into a device buffer bound once, outputs preallocated and
     bound once) run with host memory standing in for the GPU this machine lacks: every
     batch must see its own input, never the previous one's."""
-    engine = Engine(yolox(model_path("yolox_nano.onnx")), EngineStats(), workers=1)
+    engine = open_engine(yolox(model_path("yolox_nano.onnx")))
     engine.on_gpu, engine.device = True, "cpu"
     try:
         for i in (0, 1, 0, 2):
             got = rows(engine.infer([inputs[i]]))[0]
             np.testing.assert_allclose(got, reference[i], rtol=1e-4, atol=1e-3)
-        assert engine._device_outputs  # static output shapes were preallocated and bound
+        assert engine._bound_outputs  # static output shapes were preallocated and bound
     finally:
         engine.close()
 
@@ -155,7 +159,7 @@ def test_the_decoded_output_can_be_chosen_by_name_or_index(tmp_path, model_path,
     for choice in ("output", 1):
         model = yolox(path)
         model.output = choice
-        engine = Engine(model, EngineStats())
+        engine = open_engine(model)
         try:
             assert engine.output_names == ["output"]
             np.testing.assert_allclose(rows(engine.infer(inputs[:1]))[0], reference[0], rtol=1e-4, atol=1e-3)
@@ -164,4 +168,4 @@ def test_the_decoded_output_can_be_chosen_by_name_or_index(tmp_path, model_path,
     model = yolox(path)
     model.output = "nope"
     with pytest.raises(ModelError, match=r"models.det.output: no output 'nope'; outputs: \['copy', 'output'\]"):
-        Engine(model, EngineStats())
+        open_engine(model)

@@ -12,7 +12,8 @@ import time
 import pytest
 import yaml
 
-from conftest import ROOT, detector_model, frame_count, make_slow_model, read_jsonl
+from conftest import ROOT, detector_model, frame_count, read_jsonl
+from onnx_models import make_slow_model
 
 SERVER = ROOT / "tests" / "support" / "rtsp_server.py"
 SYSTEM_PYTHON = "/usr/bin/python3"

@@ -1,79 +1,173 @@
-"""Line crossings and zones on tracked boxes with known paths."""
+"""Line crossings and zones on tracked boxes with known paths: one count per real
+crossing, none for a track jittering on a line or a zone edge."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from pipeline.config import ConfigError
-from pipeline.frames import Detections, Frame
+from pipeline.config import ConfigError, parse_config
+from pipeline.config.schema import Reader
+from pipeline.config.stages import AnalyticsSpec, LineSpec
+from pipeline.frames import ClassNames, Detections, Frame
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.stage import RunControl
 from pipeline.stages.analytics import AnalyticsStage, Line
+from pipeline.stages.annotate import draw_analytics
 
-LABELS = ["person", "car"]
+NAMES = ClassNames(["person", "car"])
 
 
-def stage(spec: dict) -> AnalyticsStage:
-    return AnalyticsStage("analytics", {"cameras": {"cam": spec}}, "graph[2].analytics", LABELS, ["cam"], Metrics(),
-                          RunControl(), 4)
+def stage(spec: dict, forget_after: int = 30) -> AnalyticsStage:
+    r = Reader(Path("."))
+    parsed = r.record(AnalyticsSpec, {"cameras": {"cam": spec}}, "graph[2].analytics")
+    assert not r.problems, r.problems
+    parsed.forget_after = forget_after
+    return AnalyticsStage(parsed, NAMES, Metrics(), RunControl(), 4)
 
 
 def frame(seq: int, rows: list[tuple[int, int, list[float]]]) -> Frame:
     det = Detections(xyxy=np.array([r[2] for r in rows], np.float32).reshape(-1, 4),
                      score=np.ones(len(rows), np.float32), class_id=np.array([r[1] for r in rows], np.int64),
-                     track_id=np.array([r[0] for r in rows], np.int64))
+                     names=NAMES, track_id=np.array([r[0] for r in rows], np.int64))
     return Frame("cam", seq, seq, None, np.zeros((10, 10, 3), np.uint8), 0.0, detections=det)
 
 
-def walk(s: AnalyticsStage, track: int, cls: int, xs: list[float], y: float = 100) -> list[dict]:
+def walk(s: AnalyticsStage, track: int, cls: int, xs: list[float], y: float = 100, start: int = 0) -> list[dict]:
+    """A track whose bottom centre goes through `xs` (one per frame) at height `y`."""
     events = []
     for i, x in enumerate(xs):
-        f = frame(i, [(track, cls, [x - 10, y - 50, x + 10, y])])
+        f = frame(start + i, [(track, cls, [x - 10, y - 50, x + 10, y])])
         s.process(f)
         events += f.events
     return events
 
 
-def test_line_direction_follows_the_left_to_right_rule():
-    line = Line("l", np.array([100, 0], np.float32), np.array([100, 200], np.float32), None)
+VERTICAL = {"name": "gate", "points": [[100, 0], [100, 200]]}
+
+
+def test_line_sides_follow_the_left_to_right_rule():
+    line = Line(LineSpec(name="l", points=[(100, 0), (100, 200)]))
     # facing from (100,0) to (100,200) (down the image), the right-hand side is x < 100
-    assert line.crossed(np.array([150, 50]), np.array([50, 50])) == "in"
-    assert line.crossed(np.array([50, 50]), np.array([150, 50])) == "out"
-    assert line.crossed(np.array([150, 250]), np.array([50, 250])) is None  # beside the segment
-    assert line.crossed(np.array([150, 50]), np.array([120, 50])) is None
+    assert line.locate(np.array([50, 50]))[0] is True and line.locate(np.array([150, 50]))[0] is False
+    assert line.locate(np.array([130, 50]))[1] == pytest.approx(30)
+    assert line.through(np.array([150, 50]), np.array([50, 50]))
+    assert not line.through(np.array([150, 250]), np.array([50, 250]))  # beside the segment
 
 
-def test_each_crossing_is_counted_once_in_its_direction():
-    s = stage({"lines": [{"name": "gate", "points": [[100, 0], [100, 200]]}]})
-    events = walk(s, 7, 0, [40, 70, 95, 100, 130, 160])
+def test_a_walk_across_counts_once_in_its_direction():
+    s = stage({"lines": [VERTICAL]})
+    events = walk(s, 7, 0, [40, 70, 95, 100, 130, 160, 190, 220])
     assert [(e["event"], e["direction"], e["track"], e["class"]) for e in events] == [("cross", "out", 7, "person")]
-    events = walk(s, 8, 1, [160, 120, 80])
+    events = walk(s, 8, 1, [160, 120, 80, 60, 40, 20])
     assert [e["direction"] for e in events] == ["in"]
-    counts = s.metrics.camera("cam").counts
-    assert counts["gate.out.person"] == 1 and counts["gate.in.car"] == 1
+    assert dict(s.metrics.camera("cam").counts) == {("gate", "out", "person"): 1, ("gate", "in", "car"): 1}
+
+
+def jitter(around: float, frames: int, seed: int) -> list[float]:
+    """Positions hopping across `around` every frame or two, a few pixels each way (a
+    box's bottom edge on a person standing still)."""
+    rng = np.random.default_rng(seed)
+    xs: list[float] = []
+    side = 1
+    while len(xs) < frames:
+        xs += [around + side * rng.uniform(1, 6) for _ in range(rng.integers(1, 3))]
+        side = -side
+    return xs[:frames]
+
+
+def test_a_track_jittering_on_the_line_counts_once():
+    """A person standing on the line for 40 frames, then walking off to the other side."""
+    s = stage({"lines": [VERTICAL]})
+    events = walk(s, 1, 0, [60.0, 80.0] + jitter(100, 40, seed=3) + [120, 140, 160, 180])
+    assert [e["direction"] for e in events] == ["out"]
+
+
+def test_going_back_before_it_counts_cancels_the_crossing():
+    s = stage({"lines": [VERTICAL]})
+    assert walk(s, 1, 0, [60, 90, 110, 115, 90, 70, 60, 50]) == []
+
+
+def test_min_distance_counts_a_fast_object_at_once():
+    s = stage({"lines": [{**VERTICAL, "min_frames": 10, "min_distance": 40}]})
+    events = walk(s, 1, 0, [20, 60, 150])  # gone after 1 frame on the new side, but far past the line
+    assert [(e["direction"], e["seq"]) for e in events] == [("out", 2)]
+
+
+def test_a_step_beside_the_segment_is_no_crossing():
+    s = stage({"lines": [VERTICAL]})
+    assert walk(s, 1, 0, [40, 80, 120, 160, 200], y=300) == []
 
 
 def test_line_class_filter():
-    s = stage({"lines": [{"name": "gate", "points": [[100, 0], [100, 200]], "classes": ["car"]}]})
-    assert walk(s, 1, 0, [50, 150]) == []
+    s = stage({"lines": [{**VERTICAL, "classes": ["car"]}]})
+    assert walk(s, 1, 0, [50, 150, 160, 170, 180]) == []
 
 
-def test_zone_entries_exits_and_inside():
+def test_zone_enter_exit_and_jitter_on_its_edge():
     s = stage({"zones": [{"name": "lot", "polygon": [[0, 0], [100, 0], [100, 200], [0, 200]]}]})
-    events = walk(s, 3, 1, [150, 90, 50, 120])
+    events = walk(s, 3, 1, [150, 120, 90, 60, 50, 40, 120, 150, 160, 170])
     assert [e["event"] for e in events] == ["enter", "exit"]
+    assert s.cameras["cam"].zones[0].inside == {}
+    assert walk(s, 4, 1, [140, 120] + jitter(100, 30, seed=5), start=20) == []
+
+
+def test_counts_travel_with_the_frame():
+    s = stage({"lines": [VERTICAL], "zones": [{"name": "lot", "polygon": [[0, 0], [100, 0], [100, 200], [0, 200]]}]})
+    walk(s, 1, 0, [150, 130, 110, 90, 70, 50, 30])
+    f = frame(7, [(1, 0, [20, 50, 40, 100])])
+    s.process(f)
+    assert [(ln.name, ln.into, ln.out) for ln in f.lines] == [("gate", 1, 0)]
+    assert [(z.name, z.inside) for z in f.zones] == [("lot", 1)]
+    later = frame(8, [])
+    s.process(later)
+    assert f.lines[0].into == 1 and later.lines[0].into == 1  # a frame keeps its own numbers
+
+
+def test_a_track_gone_longer_than_the_trackers_max_age_is_forgotten():
+    s = stage({"zones": [{"name": "lot", "polygon": [[0, 0], [100, 0], [100, 200], [0, 200]]}]}, forget_after=5)
+    walk(s, 1, 0, [50, 50, 50, 50])
+    assert s.cameras["cam"].zones[0].inside == {1: "person"}
+    for seq in range(4, 12):
+        s.process(frame(seq, []))
     assert s.cameras["cam"].zones[0].inside == {}
 
 
-def test_bad_analytics_config_names_the_path():
+def test_bad_analytics_config_names_the_path(write_config, model_path, sample_path):
+    from conftest import detector_model
+
+    cfg = {"sources": [{"id": "cam", "uri": sample_path("bikes.mp4")}], "models": {"det": detector_model(model_path)},
+           "graph": [{"detect": {"model": "det"}}, "track", {"analytics": {"cameras": {
+               "cam": {"lines": [{"name": "x", "points": [[0, 0]], "classes": ["dragon"]},
+                                 {"name": "x", "points": [[5, 5], [5, 5]]}],
+                       "zones": [{"name": "z", "polygon": [[0, 0], [1, 1]], "min_frames": 0}]},
+               "nowhere": {}}}}]}
     with pytest.raises(ConfigError) as e:
-        stage({"lines": [{"name": "x", "points": [[0, 0]], "classes": ["dragon"]}]})
-    text = str(e.value)
-    assert "graph[2].analytics.cameras.cam.lines[0].points: expected 2 [x, y] points" in text
-    assert "unknown class 'dragon'" in text
+        parse_config(cfg, Path(write_config(cfg)).parent)
+    problems = e.value.problems
+    assert "graph[2].analytics.cameras.cam.lines[0].points: expected 2 [x, y] points" in problems
+    assert "graph[2].analytics.cameras.cam.lines[0].classes[0]: unknown detector class 'dragon'" in problems
+    assert "graph[2].analytics.cameras.cam.lines[1].points: the two points are the same: a line needs a length" \
+        in problems
+    assert "graph[2].analytics.cameras.cam.lines[1].name: duplicate name 'x' on this camera" in problems
+    assert "graph[2].analytics.cameras.cam.zones[0].polygon: expected 3 or more [x, y] points" in problems
+    assert "graph[2].analytics.cameras.cam.zones[0].min_frames: must be > 0, got 0" in problems
+    assert "graph[2].analytics.cameras.nowhere: no camera with this id" in problems
 
 
-def test_overlay_draws_lines_and_zones():
+def test_the_forget_window_follows_the_trackers_max_age(write_config, model_path, sample_path):
+    from conftest import detector_model
+
+    cfg = {"sources": [{"id": "cam", "uri": sample_path("bikes.mp4")}], "models": {"det": detector_model(model_path)},
+           "graph": [{"detect": {"model": "det"}}, {"track": {"max_age": 60}}, {"analytics": {"cameras": {}}}]}
+    config = parse_config(cfg, Path(write_config(cfg)).parent)
+    assert config.graph[2].forget_after == 60
+
+
+def test_lines_and_zones_are_drawn_from_the_frame():
     s = stage({"lines": [{"name": "gate", "points": [[5, 0], [5, 60]]}],
                "zones": [{"name": "lot", "polygon": [[10, 10], [50, 10], [50, 50]]}]})
+    f = frame(0, [])
+    s.process(f)
     img = np.zeros((64, 64, 3), np.uint8)
-    s.overlay(img, frame(0, []))
+    draw_analytics(img, f)
     assert img[30, 5].any() and img[10, 30].any()

@@ -1,6 +1,7 @@
 """The tracker on hand-made detections with known motion."""
 import numpy as np
 
+from pipeline.config import TrackSpec
 from pipeline.stages.track import ByteTracker, KalmanBox, greedy_match
 
 
@@ -34,7 +35,7 @@ def test_greedy_match_takes_the_best_pairs_first():
 
 
 def test_two_objects_keep_their_ids_while_crossing_paths():
-    t = ByteTracker()
+    t = ByteTracker(TrackSpec())
     frames = [[(box(10 * i, 100), 0.9), (box(300 - 10 * i, 100 + 0.5 * i), 0.8)] for i in range(30)]
     ids = run(t, frames)
     assert ids[0] == [1, 2]  # first frame: confirmed at once
@@ -44,14 +45,14 @@ def test_two_objects_keep_their_ids_while_crossing_paths():
 
 
 def test_an_object_hidden_for_a_few_frames_keeps_its_id():
-    t = ByteTracker()
+    t = ByteTracker(TrackSpec())
     frames = [[(box(10 * i, 100), 0.9)] if not 10 <= i < 15 else [] for i in range(25)]
     ids = [row for row in run(t, frames) if row]
     assert {row[0] for row in ids} == {1}
 
 
 def test_low_score_detections_extend_a_track_but_never_start_one():
-    t = ByteTracker()
+    t = ByteTracker(TrackSpec())
     frames = [[(box(10 * i, 100), 0.9 if i < 5 else 0.2)] for i in range(10)]
     frames += [[(box(500, 300), 0.2)]]
     ids = run(t, frames)
@@ -60,19 +61,19 @@ def test_low_score_detections_extend_a_track_but_never_start_one():
 
 
 def test_new_objects_are_confirmed_on_their_second_sighting():
-    t = ByteTracker()
+    t = ByteTracker(TrackSpec())
     run(t, [[(box(0, 0), 0.9)]])
     ids = run(t, [[(box(0, 0), 0.9), (box(300, 300), 0.9)], [(box(0, 0), 0.9), (box(300, 300), 0.9)]])
     assert ids[0] == [1, -1] and ids[1] == [1, 2]
 
 
 def test_tracks_are_per_class():
-    t = ByteTracker()
+    t = ByteTracker(TrackSpec())
     ids = run(t, [[(box(0, 0), 0.9, 0), (box(0, 0), 0.9, 1)]] * 3)
     assert ids[-1][0] != ids[-1][1] and -1 not in ids[-1]
 
 
 def test_a_track_unseen_for_longer_than_max_age_is_gone():
-    t = ByteTracker(max_age=3)
+    t = ByteTracker(TrackSpec(max_age=3))
     run(t, [[(box(0, 0), 0.9)]] * 2 + [[]] * 5)
     assert t.tracks == []

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from pipeline.config import ModelConfig
-from pipeline.stages.preprocess import Preprocessor
+from pipeline.preprocess import Preprocessor
 
 
 def model(letterbox: str, **kw) -> ModelConfig:

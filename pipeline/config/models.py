@@ -1,0 +1,144 @@
+"""`models`: each ONNX model with its input recipe, output layout, batching and engine."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pipeline.config.schema import (INVALID, Reader, internal, non_negative, option, positive, read_file, read_path,
+                                    within)
+
+Layout = Literal["yolox", "yolov5", "yolov8", "e2e", "classifier"]
+LAYOUTS: tuple[str, ...] = ("yolox", "yolov5", "yolov8", "e2e", "classifier")
+
+
+def read_size(r: Reader, raw: Any, where: str) -> tuple[int, int] | Any:
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0:
+        return (raw, raw)
+    if (isinstance(raw, list) and len(raw) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in raw)):
+        return (raw[0], raw[1])
+    r.problem(where, f"expected a positive integer or [width, height], got {raw!r}")
+    return INVALID
+
+
+def read_triple(r: Reader, raw: Any, where: str) -> tuple[float, float, float] | Any:
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        return (float(raw),) * 3
+    if (isinstance(raw, list) and len(raw) == 3
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in raw)):
+        return tuple(float(v) for v in raw)
+    r.problem(where, f"expected a number or a list of 3 numbers, got {raw!r}")
+    return INVALID
+
+
+def read_labels(r: Reader, raw: Any, where: str) -> list[str] | Any:
+    """Class names: a YAML list, or a file (one per line, or a JSON list / {id: name})."""
+    if isinstance(raw, list):
+        return [str(v) for v in raw]
+    resolved = read_file(r, raw, where)
+    if resolved is INVALID:
+        return INVALID
+    try:
+        text = Path(resolved).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        r.problem(where, f"cannot read {raw}: {e}")
+        return INVALID
+    if resolved.endswith(".json"):
+        try:
+            data = json.loads(text)
+            if isinstance(data, dict):
+                return [str(data[k]) for k in sorted(data, key=lambda k: int(k))]
+            if isinstance(data, list):
+                return [str(v) for v in data]
+        except (ValueError, TypeError):
+            pass
+        r.problem(where, f"{raw}: expected a JSON list of names or an {{id: name}} mapping")
+        return INVALID
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+@dataclass(kw_only=True)
+class BatchingConfig:
+    max_batch: int = option(4, check=positive, doc="most items in one batch")
+    max_wait_ms: float = option(10.0, check=non_negative,
+                                doc="longest a waiting item is held back for a larger batch, where batching pays")
+    batch_sizes: list[int] | None = option(None, doc="pad batches to these sizes (fixed shapes: CUDA graphs, TensorRT)")
+
+    def finish(self, r: Reader, path: str) -> None:
+        if self.batch_sizes is None:
+            return
+        where = f"{path}.batch_sizes"
+        if not self.batch_sizes or any(s <= 0 for s in self.batch_sizes):
+            r.problem(where, "expected a list of positive integers")
+            self.batch_sizes = None
+        elif max(self.batch_sizes) < self.max_batch:
+            r.problem(where, f"largest size {max(self.batch_sizes)} is below max_batch {self.max_batch}")
+            self.batch_sizes = None
+        else:
+            self.batch_sizes = sorted(set(self.batch_sizes))
+
+
+@dataclass(kw_only=True)
+class EngineConfig:
+    providers: list[Literal["cpu", "cuda", "tensorrt"]] = option(
+        factory=lambda: ["cpu"], doc="execution providers in order of preference (CPU is always the last resort)")
+    mode: Literal["auto", "thread", "async"] = option(
+        "auto", doc="`thread`: dispatcher workers; `async`: `run_async` (needs >= 2 intra-op threads)")
+    max_inflight: int | None = option(None, check=positive, shown="planned",
+                                      doc="batches submitted and not yet consumed")
+    workers: int | None = option(None, check=positive, shown="planned",
+                                 doc="dispatcher threads (default: the shared CPU pool; 1 per GPU session)")
+    intra_op_threads: int | None = option(None, check=positive, shown="planned",
+                                          doc="ORT intra-op threads per run")
+    inter_op_threads: int = option(1, check=positive, doc="ORT inter-op threads")
+    graph_optimization: Literal["disable", "basic", "extended", "all"] = option("all", doc="ORT graph optimisation")
+    io_binding: bool = option(True, doc="run on buffers bound once (no per-run allocation or copies)")
+    cuda_graph: bool = option(False, doc="CUDA only: capture and replay CUDA graphs (use with `batch_sizes`)")
+    device_id: int = option(0, check=non_negative, doc="GPU index")
+    trt_fp16: bool = option(True, doc="TensorRT: allow FP16")
+    trt_cache_dir: str | None = option(None, read=read_path, doc="TensorRT engine cache folder")
+
+
+@dataclass(kw_only=True)
+class ModelConfig:
+    name: str = internal("")
+    path: str = option(read=read_file, doc="the ONNX file (relative to the config)")
+    layout: Layout = option(doc="output layout: `yolox` raw head, `yolov5`, `yolov8` (also v11), `e2e` (NMS "
+                                "inside), `classifier`")
+    input_size: tuple[int, int] = option(read=read_size, doc="model input: an integer or [width, height]")
+    color: Literal["bgr", "rgb"] = option("bgr", doc="channel order the model wants")
+    scale: float = option(1.0, doc="input value = (pixel * scale - mean) / std")
+    mean: tuple[float, float, float] = option((0.0, 0.0, 0.0), read=read_triple,
+                                              doc="a number or 3 numbers in the model's colour order")
+    std: tuple[float, float, float] = option((1.0, 1.0, 1.0), read=read_triple, doc="a number or 3 numbers")
+    letterbox: Literal["top_left", "center", "stretch", "center_crop"] | None = option(
+        None, shown="`top_left`; classifier: `stretch`", doc="how a picture is fitted into the input")
+    pad_value: int = option(114, check=within(0, 255), doc="letterbox padding grey level")
+    labels: list[str] = option(factory=list, read=read_labels, shown="none",
+                               doc="class names: a text file (one per line), a JSON list, or a YAML list")
+    score_threshold: float = option(0.3, check=within(0, 1), doc="detections below this score are dropped")
+    nms_iou: float = option(0.45, check=lambda v: None if 0 < v <= 1 else f"must be within 0..1, got {v}",
+                            doc="class-aware NMS overlap threshold")
+    classes: list[str] | None = option(None, shown="all", doc="keep only these detector classes")
+    max_detections: int = option(300, check=positive, doc="most detections per picture")
+    softmax: bool = option(True, doc="classifiers: apply softmax (false when the model has one inside)")
+    output: str | int | None = option(None, shown="the first",
+                                      doc="the output to decode, by name or index (only it is fetched)")
+    batching: BatchingConfig = option(factory=BatchingConfig, doc="dynamic batching")
+    engine: EngineConfig = option(factory=EngineConfig, doc="the ONNX Runtime session and its dispatch")
+
+    def finish(self, r: Reader, path: str) -> None:
+        if self.letterbox is None:
+            self.letterbox = "stretch" if self.layout == "classifier" else "top_left"
+        if any(s == 0 for s in self.std):
+            r.problem(f"{path}.std", "must not contain 0")
+        if self.classes is not None and self.labels:
+            for i, c in enumerate(self.classes):
+                if c not in self.labels:
+                    r.problem(f"{path}.classes[{i}]", f"unknown class {c!r} (not in labels)")
+
+    @property
+    def is_classifier(self) -> bool:
+        return self.layout == "classifier"

@@ -1,0 +1,105 @@
+"""`outputs`, `metrics` and `runtime`: where results go, how the run reports, its budget."""
+from __future__ import annotations
+
+import os
+import string
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.config.schema import (INVALID, Reader, describe_value, non_negative, option, positive, read_path,
+                                    read_string_map, within)
+
+PLACEHOLDERS = ("camera",)
+
+
+def template_problem(value: str, need_camera: bool) -> str | None:
+    """Why a file name template is unusable (None when it is fine)."""
+    if not value or value.endswith(("/", os.sep)):
+        return "expected a file name"
+    try:
+        parsed = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(value) if name is not None]
+    except ValueError as e:
+        return f"not a valid template: {e}"
+    names = [name for name, _, _ in parsed]
+    unknown = sorted({n for n in names if n not in PLACEHOLDERS})
+    if unknown:
+        return (f"unknown placeholder {', '.join('{' + u + '}' for u in unknown)} "
+                f"(known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)})")
+    if any(spec or conv for _, spec, conv in parsed):
+        return "placeholders take no format spec or conversion"
+    if need_camera and "camera" not in names:
+        return "must contain {camera}: one video file per camera"
+    if os.path.isabs(value) or ".." in value.replace("\\", "/").split("/"):
+        return "must be a file name inside outputs.dir"
+    return None
+
+
+def read_template(need_camera: bool) -> Any:
+    def read(r: Reader, raw: Any, where: str) -> str | Any:
+        if not isinstance(raw, str):
+            r.problem(where, f"expected a string, got {describe_value(raw)}")
+            return INVALID
+        message = template_problem(raw, need_camera)
+        if message:
+            r.problem(where, message)
+            return INVALID
+        return raw
+    return read
+
+
+def read_video_template(r: Reader, raw: Any, where: str) -> str | Any:
+    value = read_template(True)(r, raw, where)
+    if value is not INVALID and not os.path.splitext(value)[1]:
+        r.problem(where, "needs a file extension naming the container (e.g. .mp4, .mkv)")
+        return INVALID
+    return value
+
+
+@dataclass(kw_only=True)
+class VideoOutputConfig:
+    enabled: bool = option(True, doc="write an annotated video per camera")
+    codec: str = option("libx264", doc="FFmpeg encoder (`h264_nvenc` falls back to `libx264` where missing)")
+    preset: str = option("ultrafast", doc="x264/x265 preset")
+    crf: int = option(23, check=within(0, 63), doc="x264/x265 quality (lower is better)")
+    filename: str = option("{camera}.mp4", read=read_video_template,
+                           doc="file name template; `{camera}` is the camera id; the extension picks the container")
+    options: dict[str, str] = option(factory=dict, read=read_string_map, doc="more encoder options")
+    fragmented: bool | None = option(None, shown="live cameras",
+                                     doc="fragmented MP4 flushed every second: playable even after kill -9")
+
+
+@dataclass(kw_only=True)
+class JsonlOutputConfig:
+    enabled: bool = option(True, doc="write one JSON line per frame")
+    filename: str = option("detections.jsonl", read=read_template(False),
+                           doc="`{camera}` in the name gives one file per camera")
+    flush_s: float = option(1.0, check=non_negative,
+                            doc="flush to disk at least this often (0: every line), like the fragmented MP4")
+
+
+@dataclass(kw_only=True)
+class OutputsConfig:
+    dir: str = option("out", read=read_path, doc="output folder (relative to the config, or `--output`)")
+    video: VideoOutputConfig = option(factory=VideoOutputConfig, doc="annotated video")
+    jsonl: JsonlOutputConfig = option(factory=JsonlOutputConfig, doc="JSON lines metadata")
+
+    def video_path(self, camera: str) -> str:
+        return os.path.join(self.dir, self.video.filename.format(camera=camera))
+
+    def jsonl_path(self, camera: str) -> str:
+        return os.path.join(self.dir, self.jsonl.filename.format(camera=camera))
+
+
+@dataclass(kw_only=True)
+class MetricsConfig:
+    log_interval_s: float = option(5.0, check=positive, doc="periodic log line when not on a terminal")
+    prometheus_port: int | None = option(None, check=within(0, 65535),
+                                         doc="serve `/metrics` on 127.0.0.1 (0: any free port, printed)")
+    report: str | None = option(None, read=read_path, doc="write the final metrics as JSON here (or `--report`)")
+
+
+@dataclass(kw_only=True)
+class RuntimeConfig:
+    threads: int | None = option(None, check=positive, shown="visible cores",
+                                 doc="cores the thread plan may use (capped at the visible cores)")
+    queue_size: int = option(4, check=positive, doc="items per stage queue and per file camera lane")

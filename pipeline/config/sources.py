@@ -1,0 +1,77 @@
+"""`sources`: the cameras, each a video file or a URL (RTSP, HTTP, ...)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pipeline.config.schema import INVALID, Reader, is_url, non_negative, option, positive, read_file, read_string_map
+
+# A camera id names its output files: a plain name, never a path.
+CAMERA_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+def check_camera_id(value: str) -> str | None:
+    if CAMERA_ID.fullmatch(value):
+        return None
+    return (f"{value!r} is not a camera id: letters, digits, '_', '.' and '-' only, not starting with '.' "
+            f"(it names the camera's output files)")
+
+
+def read_uri(r: Reader, raw: Any, where: str) -> str | Any:
+    if not isinstance(raw, str) or not raw.strip():
+        r.problem(where, "expected a file path or a URL")
+        return INVALID
+    return raw if is_url(raw) else read_file(r, raw, where)
+
+
+@dataclass(kw_only=True)
+class QueueConfig:
+    size: int | None = option(None, check=positive, shown="`runtime.queue_size`; live: `2`",
+                              doc="frames waiting in the camera's lane")
+    policy: Literal["block", "drop_oldest"] | None = option(
+        None, shown="`block`; live: `drop_oldest`",
+        doc="full lane: `block` decode (files: lossless) or drop the oldest frame (live: latency stays flat)")
+
+
+@dataclass(kw_only=True)
+class ReconnectConfig:
+    initial_s: float = option(0.5, check=positive, doc="first wait before reconnecting (doubles up to `max_s`)")
+    max_s: float = option(8.0, check=positive, doc="longest wait between attempts")
+    give_up_s: float = option(60.0, check=non_negative,
+                              doc="mark the camera failed after this long without a frame (0: never)")
+
+
+@dataclass(kw_only=True)
+class SourceConfig:
+    id: str = option(check=check_camera_id, doc="camera id; names its output files (letters, digits, `_.-`)")
+    uri: str = option(read=read_uri, doc="a video file (relative to the config) or a URL (`rtsp://`, `http://`, ...)")
+    live: bool | None = option(None, shown="true for URLs",
+                               doc="a camera: reconnects, drops stale frames, fragmented MP4 output")
+    decoder: str | None = option(None, doc="a named FFmpeg decoder (e.g. `h264_cuvid`); falls back to software")
+    thread_count: int = option(1, check=non_negative, doc="FFmpeg decode threads (0: auto)")
+    queue: QueueConfig = option(factory=QueueConfig, doc="the camera's lane in front of the detector")
+    transport: Literal["tcp", "udp"] = option("tcp", doc="RTSP transport")
+    open_timeout_s: float = option(5.0, check=positive, doc="connecting may take this long")
+    read_timeout_s: float = option(5.0, check=positive,
+                                   doc="a stream that yields no decodable frame for this long is broken")
+    reconnect: ReconnectConfig = option(factory=ReconnectConfig, doc="live cameras: backoff and give-up")
+    max_fps: float | None = option(None, check=positive, doc="process at most this many frames per second")
+    stride: int = option(1, check=positive, doc="process every Nth frame")
+    realtime: bool = option(False, doc="pace a file at its frame rate, as a camera would deliver it")
+    loop: bool = option(False, doc="replay a file forever (timestamps keep increasing)")
+    options: dict[str, str] = option(factory=dict, read=read_string_map,
+                                     doc="FFmpeg demuxer/protocol options, e.g. `{buffer_size: 1048576}`")
+
+    def finish(self, r: Reader, path: str) -> None:
+        if self.live is None:
+            self.live = bool(self.uri) and is_url(self.uri) and not self.uri.startswith("file://")
+
+    @property
+    def network(self) -> bool:
+        """Read over a network: reconnects, and keeps its own live timeline."""
+        return bool(self.live) and is_url(self.uri)
+
+    def resolved_queue(self, default_size: int) -> QueueConfig:
+        return QueueConfig(size=self.queue.size or (2 if self.live else default_size),
+                           policy=self.queue.policy or ("drop_oldest" if self.live else "block"))

@@ -1,0 +1,256 @@
+"""`graph`: the stages in order, one typed spec per stage type.
+
+A spec holds the stage's options with their defaults and docs, the number of threads
+the stage runs on (the thread plan counts them), and the checks that involve the rest
+of the config (models, cameras, the stages before it), so every mistake in a graph is
+reported in the same round as the rest of the config. The stages themselves are built
+from their specs by `pipeline.stages.STAGES`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from pipeline.config.models import ModelConfig
+from pipeline.config.schema import INVALID, Reader, internal, non_negative, option, positive, within
+
+
+@dataclass
+class GraphContext:
+    """What a stage's checks may look at: the models, the camera ids, the stages before it."""
+
+    models: dict[str, ModelConfig]
+    cameras: list[str]
+    before: list["StageSpec"] = field(default_factory=list)
+
+    @property
+    def detector(self) -> ModelConfig | None:
+        first = self.before[0] if self.before else None
+        if isinstance(first, DetectSpec):
+            return self.models.get(first.model)
+        return None
+
+    def last(self, kind: type) -> Any:
+        return next((s for s in reversed(self.before) if isinstance(s, kind)), None)
+
+
+@dataclass(kw_only=True)
+class StageSpec:
+    type: ClassVar[str]
+    threads: ClassVar[int] = 1  # threads the stage runs on
+    about: ClassVar[str] = ""
+
+    name: str | None = option(None, shown="its type", doc="the stage's name in metrics and outputs")
+    path: str = internal("")  # YAML path, for problems found while building
+
+    @property
+    def stage_name(self) -> str:
+        return self.name or self.type
+
+    def check(self, ctx: GraphContext, r: Reader) -> None:
+        """Problems that involve the rest of the config."""
+
+
+def _check_model(r: Reader, ctx: GraphContext, where: str, model: str | None, classifier: bool) -> ModelConfig | None:
+    if model is None:
+        return None
+    m = ctx.models.get(model)
+    if m is None:
+        r.problem(where, f"unknown model {model!r} (models: {', '.join(ctx.models) or 'none'})")
+        return None
+    if classifier and not m.is_classifier:
+        r.problem(where, f"model {model!r} is not a classifier (layout: classifier)")
+    if not classifier and m.is_classifier:
+        r.problem(where, f"model {model!r} has layout classifier; detect needs a detector")
+    return m
+
+
+def _detector_classes(r: Reader, ctx: GraphContext, where: str, classes: list[str] | None) -> None:
+    det = ctx.detector
+    if det is None or not det.labels:
+        return
+    for i, c in enumerate(classes or []):
+        if c not in det.labels:
+            r.problem(f"{where}[{i}]", f"unknown detector class {c!r}")
+
+
+def _needs_tracker(r: Reader, ctx: GraphContext, path: str) -> None:
+    if ctx.last(TrackSpec) is None:
+        r.problem(path, "needs a track stage before it (it works on track ids)")
+
+
+@dataclass(kw_only=True)
+class DetectSpec(StageSpec):
+    type: ClassVar[str] = "detect"
+    threads: ClassVar[int] = 2  # the batcher and the completion thread
+    about: ClassVar[str] = "batches frames across cameras, runs the detector, decodes boxes (NMS)"
+
+    model: str = option(doc="the detector (a name under `models`)")
+
+    def check(self, ctx: GraphContext, r: Reader) -> None:
+        if ctx.before:
+            r.problem(self.path, "only the first stage may be a detect stage")
+        _check_model(r, ctx, f"{self.path}.model", self.model, classifier=False)
+
+
+@dataclass(kw_only=True)
+class TrackSpec(StageSpec):
+    type: ClassVar[str] = "track"
+    about: ClassVar[str] = "ByteTrack-style tracker: a stable id per object and camera"
+
+    high_threshold: float = option(0.4, check=within(0, 1),
+                                   doc="detections at or above this score are matched first")
+    new_track_threshold: float = option(0.5, check=within(0, 1), doc="an unmatched detection starts a track from here")
+    match_iou: float = option(0.2, check=within(0, 1), doc="IoU needed to match a high-score detection")
+    low_match_iou: float = option(0.5, check=within(0, 1), doc="IoU needed to match a low-score detection")
+    max_age: int = option(30, check=positive, doc="frames a lost track is kept for re-identification")
+    class_aware: bool = option(True, doc="match only detections of the track's class")
+
+
+@dataclass(kw_only=True)
+class ClassifySpec(StageSpec):
+    type: ClassVar[str] = "classify"
+    threads: ClassVar[int] = 2
+    about: ClassVar[str] = "a secondary classifier on crops, batched across frames and cameras"
+
+    model: str = option(doc="the classifier (a name under `models`)")
+    name: str | None = option(None, shown="the model's name",
+                              doc="names this classifier's labels in the JSON lines and on the video")
+    classes: list[str] | None = option(None, shown="all", doc="detector classes to classify")
+    min_size: float = option(24.0, check=non_negative, doc="skip boxes smaller than this (either side, pixels)")
+    margin: float = option(0.0, check=non_negative, doc="grow each box by this fraction on every side")
+    per_track: bool = option(False, doc="classify a track once, then only when due (needs `track`)")
+    reclassify_interval: int = option(15, check=positive, doc="per track: classify again after this many frames")
+    regrow: float = option(2.0, check=positive, doc="per track: classify again when the box area grows by this")
+
+    @property
+    def stage_name(self) -> str:
+        return self.name or self.model or self.type
+
+    def check(self, ctx: GraphContext, r: Reader) -> None:
+        _check_model(r, ctx, f"{self.path}.model", self.model, classifier=True)
+        _detector_classes(r, ctx, f"{self.path}.classes", self.classes)
+        if self.per_track:
+            _needs_tracker(r, ctx, self.path)
+
+
+def read_points(count: int | None) -> Any:
+    """[x, y] points: exactly `count` of them, or at least 3 (a polygon)."""
+    def read(r: Reader, raw: Any, where: str) -> list[tuple[float, float]] | Any:
+        try:
+            arr = np.asarray(raw, np.float64)
+        except (TypeError, ValueError):
+            arr = np.zeros((0,))
+        ok = arr.ndim == 2 and arr.shape[1] == 2 and np.isfinite(arr).all()
+        ok = ok and (len(arr) == count if count is not None else len(arr) >= 3)
+        if not ok:
+            r.problem(where, f"expected {count or '3 or more'} [x, y] points")
+            return INVALID
+        if count == 2 and np.allclose(arr[0], arr[1]):
+            r.problem(where, "the two points are the same: a line needs a length")
+            return INVALID
+        return [(float(x), float(y)) for x, y in arr]
+    return read
+
+
+MIN_FRAMES_DOC = "a change of side counts once the object stayed on the new side this many frames"
+MIN_DISTANCE_DOC = "... or once it is this many pixels past the line or edge"
+
+
+@dataclass(kw_only=True)
+class LineSpec:
+    name: str = option(doc="the line's name (events, counts)")
+    points: list[tuple[float, float]] = option(read=read_points(2), doc="two [x, y] points in frame pixels")
+    classes: list[str] | None = option(None, shown="all", doc="count only these classes")
+    min_frames: int = option(3, check=positive, doc=MIN_FRAMES_DOC)
+    min_distance: float | None = option(None, check=positive, shown="off", doc=MIN_DISTANCE_DOC)
+
+
+@dataclass(kw_only=True)
+class ZoneSpec:
+    name: str = option(doc="the zone's name (events, counts)")
+    polygon: list[tuple[float, float]] = option(read=read_points(None), doc="3 or more [x, y] points")
+    classes: list[str] | None = option(None, shown="all", doc="count only these classes")
+    min_frames: int = option(3, check=positive, doc=MIN_FRAMES_DOC)
+    min_distance: float | None = option(None, check=positive, shown="off", doc=MIN_DISTANCE_DOC)
+
+
+@dataclass(kw_only=True)
+class CameraAnalyticsSpec:
+    lines: list[LineSpec] = option(factory=list, doc="counting lines")
+    zones: list[ZoneSpec] = option(factory=list, doc="zones")
+
+
+@dataclass(kw_only=True)
+class AnalyticsSpec(StageSpec):
+    type: ClassVar[str] = "analytics"
+    about: ClassVar[str] = "line crossings (in/out per class) and zones (enter/exit, inside)"
+
+    cameras: dict[str, CameraAnalyticsSpec] = option(factory=dict, doc="per camera id: its lines and zones")
+    forget_after: int = internal(30)  # the tracker's max_age: a track unseen longer is gone
+
+    def check(self, ctx: GraphContext, r: Reader) -> None:
+        _needs_tracker(r, ctx, self.path)
+        tracker = ctx.last(TrackSpec)
+        if tracker is not None:
+            self.forget_after = tracker.max_age
+        for cam, spec in self.cameras.items():
+            where = f"{self.path}.cameras.{cam}"
+            if cam not in ctx.cameras:
+                r.problem(where, "no camera with this id")
+            names: set[str] = set()
+            for kind, items in (("lines", spec.lines), ("zones", spec.zones)):
+                for i, item in enumerate(items):
+                    _detector_classes(r, ctx, f"{where}.{kind}[{i}].classes", item.classes)
+                    if item.name in names:
+                        r.problem(f"{where}.{kind}[{i}].name", f"duplicate name {item.name!r} on this camera")
+                    names.add(item.name)
+
+    def for_cameras(self, cameras: list[str]) -> "AnalyticsSpec":
+        """The same analytics for some of the cameras only."""
+        from dataclasses import replace
+
+        return replace(self, cameras={c: s for c, s in self.cameras.items() if c in cameras})
+
+
+@dataclass(kw_only=True)
+class AnnotateSpec(StageSpec):
+    type: ClassVar[str] = "annotate"
+    about: ClassVar[str] = "draws boxes, labels, lines and zones on the frame"
+
+
+STAGE_SPECS: dict[str, type[StageSpec]] = {s.type: s for s in (DetectSpec, TrackSpec, ClassifySpec, AnalyticsSpec,
+                                                                 AnnotateSpec)}
+
+
+def read_graph(r: Reader, value: Any, models: dict[str, ModelConfig], cameras: list[str]) -> list[StageSpec]:
+    """The stages in order, each read into its spec and checked against what precedes it."""
+    if not isinstance(value, list) or not value:
+        r.problem("graph", "required: a list of stages, the first one a detect stage")
+        return []
+    stages: list[StageSpec] = []
+    for i, entry in enumerate(value):
+        path = f"graph[{i}]"
+        if isinstance(entry, str):
+            entry = {entry: {}}
+        if not isinstance(entry, dict) or len(entry) != 1:
+            r.problem(path, "expected one stage: '- type: {options}'")
+            continue
+        (stype, options), = entry.items()
+        spec_cls = STAGE_SPECS.get(stype)
+        if spec_cls is None:
+            r.problem(path, f"unknown stage type {stype!r} (known: {', '.join(STAGE_SPECS)})")
+            continue
+        stages.append(r.record(spec_cls, options, f"{path}.{stype}", {"path": f"{path}.{stype}"}))
+    if stages and not isinstance(stages[0], DetectSpec):
+        r.problem("graph[0]", "the first stage must be 'detect'")
+    names: dict[str, str] = {}
+    for i, spec in enumerate(stages):
+        spec.check(GraphContext(models, cameras, stages[:i]), r)
+        if spec.stage_name in names:
+            r.problem(f"{spec.path}.name", f"stage name {spec.stage_name!r} is already used by {names[spec.stage_name]}"
+                                           f" (give one of them a `name`)")
+        names.setdefault(spec.stage_name, spec.path)
+    return stages

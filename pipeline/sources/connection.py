@@ -1,0 +1,183 @@
+"""One connection to a video: open it (timeouts, protocol options), pick its decoder
+(a named hardware decoder, falling back to FFmpeg's default), and decode it frame by
+frame while skipping what cannot be decoded.
+
+A broken packet costs that packet only: it is counted and skipped. A stream that
+yields nothing decodable for `read_timeout_s` (a hung server, or a file that is garbage
+from some point on) is broken as a whole: `SourceError`, which a live camera answers by
+reconnecting and a file by ending there.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Callable, Iterator
+
+import av
+
+from pipeline.config import SourceConfig
+
+log = logging.getLogger("pipeline.source")
+
+
+class SourceError(Exception):
+    """The camera cannot be read; the message says why in one line."""
+
+
+def one_line(e: BaseException) -> str:
+    """FFmpeg errors carry errno, message and file name; keep the message only."""
+    if isinstance(e, av.error.FFmpegError) and e.strerror:
+        return str(e.strerror)
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def probe(uri: str) -> str | None:
+    """Why a video file cannot be read (None when it can): opens it and decodes one frame."""
+    try:
+        with av.open(uri) as c:
+            if not c.streams.video:
+                return f"no video stream in {uri}"
+            for _ in c.decode(video=0):
+                return None
+            return f"no decodable frame in {uri}"
+    except Exception as e:
+        return f"cannot read video {uri}: {one_line(e)}"
+
+
+def frame_rate(stream) -> Fraction:
+    """The stream's frame rate: measured average, then the codec's guess, then 25."""
+    for rate in (stream.average_rate, stream.guessed_rate, stream.base_rate):
+        if rate and 1 <= rate <= 1000:
+            return Fraction(rate)
+    return Fraction(25)
+
+
+@dataclass
+class DecodeStats:
+    """What one connection decoded and skipped."""
+
+    frames: int = 0
+    bad_packets: int = 0
+
+
+class Connection:
+    """An open video: iterate `frames()`; `close()` when done."""
+
+    def __init__(self, config: SourceConfig, on_bad_packet: Callable[[str], None]):
+        self.config = config
+        self.on_bad_packet = on_bad_packet
+        self.container = self._open()
+        try:
+            self.stream = self.container.streams.video[0]
+            self.rate = frame_rate(self.stream)
+            self.time_base: Fraction = self.stream.time_base or Fraction(1, 90000)
+            self._decode = self._decoder()
+        except BaseException:
+            self.container.close()
+            raise
+        self.stats = DecodeStats()
+
+    def _open(self) -> av.container.InputContainer:
+        cfg = self.config
+        options: dict[str, str] = {}
+        if cfg.network:
+            # no demuxer-side buffering and a short probe: the first frame comes ~1 s sooner
+            options.update(fflags="nobuffer", analyzeduration="500000")
+        if cfg.uri.startswith(("rtsp://", "rtsps://")):
+            options["rtsp_transport"] = cfg.transport
+            options["timeout"] = str(int(cfg.read_timeout_s * 1e6))  # socket I/O timeout, microseconds
+        options.update(cfg.options)
+        t0 = time.monotonic()
+        try:
+            container = av.open(cfg.uri, options=options, timeout=(cfg.open_timeout_s, cfg.read_timeout_s))
+        except Exception as e:
+            waited = time.monotonic() - t0
+            if cfg.network and waited >= cfg.open_timeout_s * 0.9:
+                raise SourceError(f"cannot open {cfg.uri}: no answer within open_timeout_s={cfg.open_timeout_s:g} "
+                                  f"({one_line(e)})") from None
+            raise SourceError(f"cannot open {cfg.uri}: {one_line(e)}") from None
+        if not container.streams.video:
+            container.close()
+            raise SourceError(f"{cfg.uri}: no video stream")
+        return container
+
+    def _decoder(self) -> Callable:
+        """The configured decoder (e.g. h264_cuvid), falling back to FFmpeg's default one."""
+        cfg, stream = self.config, self.stream
+        if cfg.decoder:
+            try:
+                ctx = av.CodecContext.create(cfg.decoder, "r")
+                if stream.codec_context.extradata:
+                    ctx.extradata = stream.codec_context.extradata
+                ctx.thread_count = cfg.thread_count
+                ctx.open()
+                log.info("camera %s: decoding with %s", cfg.id, cfg.decoder)
+                return ctx.decode
+            except Exception as e:
+                log.warning("camera %s: decoder %s unavailable (%s); using %s", cfg.id, cfg.decoder, one_line(e),
+                            stream.codec_context.name)
+        stream.codec_context.thread_count = cfg.thread_count
+        if cfg.thread_count != 1:
+            stream.thread_type = "AUTO"
+        return stream.codec_context.decode
+
+    def _clock(self, packet, last: float) -> float:
+        """Seconds on the clock that `read_timeout_s` counts in: the wall clock for a
+        network stream, the file's own timeline for a file (it reads faster than real time)."""
+        if self.config.network:
+            return time.monotonic()
+        return float(packet.pts * self.time_base) if packet.pts is not None else last
+
+    def frames(self, stop: Callable[[], bool]) -> Iterator[av.VideoFrame]:
+        """Decoded frames until the end, `stop()`, or a broken stream (`SourceError`).
+        A packet that fails to decode is reported and skipped; nothing decodable for
+        `read_timeout_s` breaks the stream."""
+        good_at: float | None = None
+        now = 0.0
+        for packet in self._packets():
+            if stop():
+                return
+            now = self._clock(packet, now)
+            try:
+                decoded = self._decode(packet)
+            except (av.error.FFmpegError, ValueError) as e:
+                self.stats.bad_packets += 1
+                self.on_bad_packet(one_line(e))
+                decoded = []
+            if decoded or good_at is None:
+                good_at = now
+            elif now - good_at > self.config.read_timeout_s:
+                raise SourceError(f"nothing decodable for {self.config.read_timeout_s:g}s "
+                                  f"(read_timeout_s): the stream is broken from here")
+            for vf in decoded:
+                self.stats.frames += 1
+                yield vf
+        if not stop():
+            yield from self._flush()
+
+    def _flush(self) -> Iterator[av.VideoFrame]:
+        """The frames the decoder still holds at the end of the stream."""
+        try:
+            for vf in self._decode(None):
+                self.stats.frames += 1
+                yield vf
+        except (av.error.FFmpegError, ValueError):
+            pass
+
+    def _packets(self) -> Iterator:
+        try:
+            for packet in self.container.demux(self.stream):
+                if packet.size:  # the demuxer's final empty packet is the decoder flush: done in `_flush`
+                    yield packet
+        except av.error.ExitError as e:  # read timeout of a hung live server
+            raise SourceError(f"no data for {self.config.read_timeout_s:g}s (read_timeout_s): {one_line(e)}") from None
+        except (av.error.FFmpegError, OSError) as e:
+            if self.config.network:
+                raise SourceError(f"stream error: {one_line(e)}") from None
+            self.on_bad_packet(f"file ends early (truncated or corrupt): {one_line(e)}")
+
+    def close(self) -> None:
+        self.container.close()

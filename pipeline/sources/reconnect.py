@@ -1,0 +1,64 @@
+"""When a live camera tries again, when it gives up, and how long it was down.
+
+Every way a connection can fail (refused, timed out, opened but broken before its first
+frame, broken mid-stream) goes through the same policy: wait with exponential backoff
+and jitter; reset the backoff only once frames flowed again; give up after `give_up_s`
+without a frame. Downtime is the real time without frames: from the last frame before
+an outage to the first frame after it.
+"""
+from __future__ import annotations
+
+import random
+import time
+from typing import Callable
+
+from pipeline.config import ReconnectConfig
+
+
+class Reconnect:
+    def __init__(self, config: ReconnectConfig, clock: Callable[[], float] = time.monotonic,
+                 jitter: Callable[[], float] = lambda: random.uniform(0.8, 1.2)):
+        self.config = config
+        self.clock = clock
+        self.jitter = jitter
+        self._backoff = config.initial_s
+        self.last_frame = clock()       # the start counts as the last sign of life
+        self.outage_since: float | None = None
+        self.downtime_s = 0.0
+        self.reconnects = 0
+        self.streamed = False           # frames have flowed at least once
+
+    def frame(self) -> None:
+        """A frame arrived: the camera is up; an outage (if any) ends here."""
+        now = self.clock()
+        if self.outage_since is not None:
+            self.downtime_s += now - self.outage_since
+            self.outage_since = None
+            self.reconnects += 1
+        self.last_frame = now
+        self.streamed = True
+        self._backoff = self.config.initial_s
+
+    def lost(self) -> None:
+        """The stream ended or broke: an outage starts at its last frame."""
+        if self.outage_since is None and self.streamed:
+            self.outage_since = self.last_frame
+
+    def total_downtime(self) -> float:
+        """Downtime so far, the outage going on now included."""
+        ongoing = self.clock() - self.outage_since if self.outage_since is not None else 0.0
+        return self.downtime_s + ongoing
+
+    def down_for(self) -> float:
+        return self.clock() - self.last_frame
+
+    def gave_up(self) -> bool:
+        return bool(self.config.give_up_s) and self.down_for() >= self.config.give_up_s
+
+    def next_delay(self) -> float:
+        """How long to wait before the next attempt (never past the give-up time)."""
+        delay = min(self._backoff, self.config.max_s) * self.jitter()
+        self._backoff = min(self._backoff * 2, self.config.max_s)
+        if self.config.give_up_s:
+            delay = min(delay, max(0.05, self.config.give_up_s - self.down_for()))
+        return delay

@@ -1,0 +1,84 @@
+"""A camera's timeline: the presentation time each frame gets, and when a paced file's
+frame is due.
+
+- Files keep their own timestamps. Timestamps that do not increase (all 0 in some HEVC,
+  MP4 and WebM files, or missing) are replaced by the frame rate's steps, said once.
+- A looped file continues one frame after the previous pass, so time keeps increasing.
+- A network camera gets a continuous 1/90000 timeline across reconnects: a camera that
+  restarts its clock (or has none) never rewinds the output video.
+- A paced file (`realtime`) plays a camera: frame k is due `(pts_k - pts_0)` after the
+  start, and its capture time is that due time (or later, when we get to it late):
+  latency is measured from when a real camera would have delivered the frame.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from fractions import Fraction
+from typing import Callable
+
+log = logging.getLogger("pipeline.source")
+
+LIVE_TIME_BASE = Fraction(1, 90000)
+
+
+class Timeline:
+    def __init__(self, camera: str, network: bool, loop: bool, clock: Callable[[], float] = time.perf_counter):
+        self.camera = camera
+        self.network = network
+        self.loop = loop
+        self.clock = clock
+        self.started = clock()
+        self._last: int | None = None          # last pts handed out (in the output time base)
+        self._connection_base: int | None = None
+        self._pass_base: int | None = None
+        self._paced_origin: int | None = None
+        self._stepping = False                 # timestamps replaced by frame-rate steps
+
+    def new_connection(self) -> None:
+        """A (re)connection or a new pass over a file begins."""
+        self._connection_base = None
+        self._pass_base = None
+
+    def time_base(self, stream_time_base: Fraction) -> Fraction:
+        return LIVE_TIME_BASE if self.network else stream_time_base
+
+    def pts(self, raw: int | None, time_base: Fraction, rate: Fraction) -> int:
+        """The frame's presentation time in `self.time_base(time_base)` units."""
+        if self.network:
+            return self._live(raw, time_base)
+        step = max(1, round(1 / (rate * time_base)))
+        if self.loop and raw is not None:
+            if self._pass_base is None:
+                start = 0 if self._last is None else self._last + step
+                self._pass_base = start - raw
+            raw += self._pass_base
+        if raw is None or (self._last is not None and raw <= self._last):
+            if not self._stepping:
+                self._stepping = True
+                log.warning("camera %s: timestamps do not increase (%s after %s): timing frames by the frame rate "
+                            "(%.3g fps) from here", self.camera, raw, self._last, float(rate))
+            raw = 0 if self._last is None else self._last + step
+        self._last = raw
+        return raw
+
+    def _live(self, raw: int | None, time_base: Fraction) -> int:
+        wall = round((self.clock() - self.started) / LIVE_TIME_BASE)
+        if raw is None:
+            pts = wall
+        else:
+            scaled = round(raw * time_base / LIVE_TIME_BASE)
+            if self._connection_base is None:
+                start = wall if self._last is None else max(wall, self._last + 1)
+                self._connection_base = start - scaled
+            pts = self._connection_base + scaled
+        if self._last is not None and pts <= self._last:
+            pts = self._last + 1
+        self._last = pts
+        return pts
+
+    def due(self, pts: int, time_base: Fraction) -> float:
+        """When a paced frame is due on the clock (the first frame: at the start)."""
+        if self._paced_origin is None:
+            self._paced_origin = pts
+        return self.started + float((pts - self._paced_origin) * time_base)

@@ -1,0 +1,28 @@
+"""What a stage is built from besides its spec: the run's config, metrics and control,
+and the engines (one per model, created once and shared by the stages that use it)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from pipeline.config import Config
+from pipeline.engines.engine import Engine
+from pipeline.frames import ClassNames
+from pipeline.metrics.registry import Metrics
+from pipeline.runtime.stage import RunControl
+
+
+@dataclass
+class BuildContext:
+    config: Config
+    metrics: Metrics
+    control: RunControl
+    engine: Callable[[str], Engine]  # the engine of a model, by model name
+
+    @property
+    def queue_size(self) -> int:
+        return self.config.runtime.queue_size
+
+    @property
+    def detector_names(self) -> ClassNames:
+        return ClassNames(self.config.detector.labels)
