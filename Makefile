@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 ORT    ?= cpu
 
-.PHONY: run test install fetch bench gpu-check clean
+.PHONY: run test install fetch bench gpu-check docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ bench: fetch
 # onnxruntime-gpu; installing it here would overwrite the CPU wheel).
 gpu-check:
 	@if [ -x $(PY) ]; then $(PY) scripts/gpu_check.py; else $(PYTHON) scripts/gpu_check.py; fi
+
+# The README's option tables, regenerated from pipeline/config (a test checks they are current).
+docs: $(STAMP)
+	$(PY) -m pipeline.config.reference --write
 
 clean:
 	rm -rf out .pytest_cache

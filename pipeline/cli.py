@@ -138,14 +138,24 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from pipeline import catalog
 
+    dest = Path(args.dest) if args.dest else catalog.MODELS_DIR
     if args.action == "list":
         for e in catalog.MODELS:
-            present = (catalog.MODELS_DIR / e.file).is_file()
+            present = (dest / e.file).is_file()
             print(f"{e.name:<22}{'present' if present else 'missing':<9}{e.file:<28}{e.about}")
+            print(f"{'':<22}source: {e.source}")
         return 0
-    problems = catalog.fetch_all(samples=not args.no_samples)
+    fetcher = catalog.Fetcher(dest=dest)
+    if args.no_mirror:
+        fetcher.mirrors = []
+    fetcher.mirrors = [Path(m) for m in args.mirror or []] + fetcher.mirrors
+    if args.url_base:
+        fetcher.url_base = args.url_base
+    problems = catalog.fetch_all(args.names or None, samples=not args.no_samples and not args.names, fetcher=fetcher)
     for p in problems:
         print(f"error: {p}", file=sys.stderr)
     return 1 if problems else 0
@@ -174,7 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
     val.set_defaults(func=cmd_validate)
     models = sub.add_parser("models", help="list or fetch the catalogued models and sample clips")
     models.add_argument("action", choices=["list", "fetch"])
+    models.add_argument("names", nargs="*", help="catalogued models to fetch (default: all, and the sample clips)")
     models.add_argument("--no-samples", action="store_true", help="fetch models only")
+    models.add_argument("--dest", help="models folder (default: models/ of the project)")
+    models.add_argument("--mirror", action="append", help="a folder holding catalogued files (first choice)")
+    models.add_argument("--no-mirror", action="store_true", help="ignore $PIPELINE_MODEL_MIRROR and ../shared")
+    models.add_argument("--url-base", help="fetch public files from here instead of their hosts (a local mirror)")
     models.set_defaults(func=cmd_models)
     bench = sub.add_parser("bench", help="sync baseline vs pipeline vs the machine's limit")
     bench.add_argument("--config", required=True)

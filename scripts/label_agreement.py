@@ -8,7 +8,7 @@ compared row by row. Prints:
 - the ceiling: how often the per-frame labels equal their own track's majority (no
   single label per track can agree with per-frame labels more often than this).
 
-    python scripts/label_agreement.py every_frame/detections.jsonl per_track/detections.jsonl
+    python scripts/label_agreement.py every_frame/detections.jsonl per_track/detections.jsonl [--classifier NAME]
 """
 from __future__ import annotations
 
@@ -21,7 +21,14 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("every_frame")
     ap.add_argument("per_track")
+    ap.add_argument("--classifier", help="the classify stage's name (default: the first label set found)")
     args = ap.parse_args()
+
+    def label(d: dict) -> str | None:
+        sets = d.get("labels", {})
+        name = args.classifier or next(iter(sets), None)
+        return sets.get(name, {}).get("label") if name else None
+
     rows = []
     with open(args.every_frame) as fa, open(args.per_track) as fb:
         for la, lb in zip(fa, fb):
@@ -29,8 +36,8 @@ def main() -> int:
             for da, db in zip(ra["detections"], rb["detections"]):
                 if da["box"] != db["box"]:
                     raise SystemExit(f"{ra['camera']} frame {ra['seq']}: the runs' boxes differ; same config?")
-                if "label" in da and "track" in db:
-                    rows.append(((ra["camera"], db["track"]), da["label"], db.get("label")))
+                if label(da) and "track" in db:
+                    rows.append(((ra["camera"], db["track"]), label(da), label(db)))
     if not rows:
         raise SystemExit("no classified, tracked rows in common")
     per_track_frames = defaultdict(list)

@@ -18,9 +18,12 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 
 def _find(kind: str, name: str) -> Path:
-    """A model or clip the tests run on. Missing: a skip on a developer's machine, a
+    """A model or clip the tests run on (from `models/` and `samples/`, or `../shared/`, or
+    the folders in $PIPELINE_TEST_ASSETS). Missing: a skip on a developer's machine, a
     failure in CI (`CI=true`), where a green run must mean the tests really ran."""
-    for base in (ROOT / kind, SHARED / kind):
+    bases = [Path(p) / kind for p in os.environ["PIPELINE_TEST_ASSETS"].split(os.pathsep)] \
+        if "PIPELINE_TEST_ASSETS" in os.environ else [ROOT / kind, SHARED / kind]
+    for base in bases:
         if (base / name).is_file():
             return base / name
     message = f"{kind}/{name} is not available: run `pipeline models fetch` (make fetch) first"
@@ -71,7 +74,8 @@ def short_clips(tmp_path_factory, sample_path) -> dict[str, str]:
 
 
 def detector_model(model_path, layout: str = "yolox", **extra) -> dict:
-    file = {"yolox": "yolox_nano.onnx", "yolov8": "yolox_nano_v8layout.onnx"}[layout]
+    """YOLOX-nano as the sample configs use it (another file and layout: `path`, `layout`)."""
+    file = {"yolov8": "yolox_nano_v8layout.onnx"}.get(layout, "yolox_nano.onnx")
     m = {"path": model_path(file), "layout": layout, "input_size": 416, "color": "bgr", "letterbox": "top_left",
          "labels": str(ROOT / "models" / "coco_classes.txt"), "score_threshold": 0.3, "nms_iou": 0.45,
          "batching": {"max_batch": 4, "max_wait_ms": 10}, "engine": {"max_inflight": 2}}
@@ -161,3 +165,11 @@ def still_clip(image_bgr: np.ndarray, path: str, frames: int = 3, fps: int = 5) 
     render([Mover(image_bgr, (0, 0), (0, 0))], path, frames, (image_bgr.shape[1], image_bgr.shape[0]), fps)
     return path
 
+
+
+def color_model(model_path, **extra) -> dict:
+    """The catalog's colour classifier (built by `pipeline models fetch`, no download)."""
+    m = {"path": model_path("vehicle_color.onnx"), "layout": "classifier", "input_size": 32, "color": "rgb",
+         "scale": 1 / 255, "labels": str(ROOT / "models" / "vehicle_colors.txt"), "engine": {"max_inflight": 2}}
+    m.update(extra)
+    return m

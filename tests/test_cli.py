@@ -10,8 +10,10 @@ from conftest import ROOT, detector_model
 def test_models_list_shows_the_catalog(pipeline_cmd):
     r = subprocess.run([*pipeline_cmd, "models", "list"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0
-    names = [line.split()[0] for line in r.stdout.splitlines()]
-    assert names == ["yolox_nano", "yolox_nano_v8layout", "efficientnet_lite0"]
+    names = [line.split()[0] for line in r.stdout.splitlines() if not line.startswith(" ")]
+    assert names == ["yolox_nano", "yolox_nano_v8layout", "efficientnet_lite0", "vehicle_color"]
+    sources = [line.split("source: ")[1] for line in r.stdout.splitlines() if line.startswith(" ")]
+    assert len(sources) == 4 and "Kazuhito00/YOLOX-ONNX-TFLite-Sample" in sources[0]
 
 
 def test_run_a_subset_of_cameras_with_a_frame_limit_and_a_report(tmp_path, short_clips, model_path, pipeline_cmd):

@@ -148,6 +148,9 @@ def output_path_problems(config: Config) -> list[str]:
         if os.path.commonpath([root, real]) != root:
             problems.append(f"{where}: {what} {path} would be written outside outputs.dir {out.dir}")
             return
+        if os.path.isdir(real):
+            problems.append(f"{where}: {what} {path} is a folder")
+            return
         if real in owners:
             other_where, other_what = owners[real]
             problems.append(f"{where}: {what} {path} is also {other_what} ({other_where}): one would destroy the other")

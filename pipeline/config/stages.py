@@ -249,6 +249,8 @@ def read_graph(r: Reader, value: Any, models: dict[str, ModelConfig], cameras: l
     names: dict[str, str] = {}
     for i, spec in enumerate(stages):
         spec.check(GraphContext(models, cameras, stages[:i]), r)
+        if isinstance(spec, DetectSpec) and i > 0:
+            continue  # reported already: only the first stage may detect
         if spec.stage_name in names:
             r.problem(f"{spec.path}.name", f"stage name {spec.stage_name!r} is already used by {names[spec.stage_name]}"
                                            f" (give one of them a `name`)")

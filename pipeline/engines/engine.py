@@ -254,10 +254,10 @@ class Engine:
             binding = self._bindings[key] = self._bind(key, piece.buffer)
         if self.on_gpu:
             self._device_inputs[key].update_inplace(piece.buffer)  # host -> device into the bound buffer
-        for name in self._dynamic_outputs[key]:
-            # an output whose shape depends on the data (NMS inside: one row per box) is
-            # allocated by each run; a binding kept from the last run would hold its shape
-            binding.bind_output(name, self.device, self.model.engine.device_id)
+        if self._dynamic_outputs[key]:
+            # an output whose shape depends on the data (NMS inside: one row per box) must be
+            # allocated by each run: a binding kept from the last run holds the last shape
+            self._bind_outputs(key, binding, fresh=True)
         run_options = None  # a RunOptions costs ORT a Python exception per run when it has no graph id
         if self.on_gpu and self.model.engine.cuda_graph:
             # one captured graph per bound buffer set (slot x padded batch size): a graph
@@ -282,16 +282,29 @@ class Engine:
         else:
             binding.bind_cpu_input(self.input_name, buf)
         dynamic = []
+        batch_dim = self.session.get_inputs()[0].shape[0]  # the symbol (or number) of the batch dimension
         for out in (o for o in self.session.get_outputs() if o.name in self.output_names):
-            shape = [buf.shape[0] if i == 0 and not isinstance(d, int) else d for i, d in enumerate(out.shape)]
+            shape = [buf.shape[0] if i == 0 and d == batch_dim else d for i, d in enumerate(out.shape)]
             if all(isinstance(d, int) and d > 0 for d in shape) and out.type == "tensor(float)":
-                value = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, self.device, device_id)
-                binding.bind_ortvalue_output(out.name, value)
-                self._bound_outputs[(key, out.name)] = value
+                self._bound_outputs[(key, out.name)] = ort.OrtValue.ortvalue_from_shape_and_type(
+                    shape, np.float32, self.device, device_id)
             else:
                 dynamic.append(out.name)
         self._dynamic_outputs[key] = dynamic
+        self._bind_outputs(key, binding, fresh=False)
         return binding
+
+    def _bind_outputs(self, key: tuple, binding, fresh: bool) -> None:
+        """Bind the outputs in order: preallocated ones to their buffers, the others to be
+        allocated by the run."""
+        if fresh:
+            binding.clear_binding_outputs()
+        for name in self.output_names:
+            value = self._bound_outputs.get((key, name))
+            if value is not None:
+                binding.bind_ortvalue_output(name, value)
+            else:
+                binding.bind_output(name, self.device, self.model.engine.device_id)
 
     def _piece_done(self, job: _Job, idx: int, outputs: list | None, err: BaseException | None) -> None:
         with job.lock:

@@ -21,6 +21,7 @@ class CameraStats:
     processed: int = 0
     errors: int = 0
     decode_errors: int = 0
+    output_errors: dict[str, str] = field(default_factory=dict)  # output (video, jsonl) -> why it stopped
     dropped: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     latency: Histogram = field(default_factory=Histogram)
     state: str = "starting"
@@ -174,6 +175,7 @@ class Metrics:
             fps = (s.processed - 1) / span if span > 0 and s.processed > 1 else 0.0
             cams[cam] = {"state": s.state, "detail": s.detail, "frames_in": s.frames_in, "processed": s.processed,
                          "dropped": dict(s.dropped), "errors": s.errors, "decode_errors": s.decode_errors,
+                         "output_errors": dict(s.output_errors),
                          "fps": round(fps, 2),
                          "reconnects": s.reconnects, "downtime_s": round(s.downtime_s, 2),
                          "latency": s.latency.summary_ms(), "counts": s.nested_counts()}

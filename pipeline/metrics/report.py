@@ -29,6 +29,7 @@ def summary_table(snap: dict) -> str:
             notes.append(f"{c['reconnects']} reconnect(s), down {c['downtime_s']:.1f}s")
         if c["detail"]:
             notes.append(c["detail"])
+        notes += [f"{output} output failed: {why}" for output, why in c["output_errors"].items()]
         for name, events in c["counts"].items():
             for event, per_class in events.items():
                 notes += [f"{name}.{event}.{cls}={n}" for cls, n in per_class.items()]

@@ -97,9 +97,10 @@ class SinkStage:
 
     def _fail(self, cam: str, output: str, error: BaseException) -> None:
         why = f"{type(error).__name__}: {getattr(error, 'strerror', None) or error}"
+        if getattr(error, "filename", None):
+            why += f" ({error.filename})"  # type: ignore[attr-defined]
         self.failed[f"{cam}/{output}"] = why
-        stats = self.metrics.camera(cam)
-        stats.detail = "; ".join(filter(None, [stats.detail, f"{output} output failed: {why}"]))
+        self.metrics.camera(cam).output_errors[output] = why
         self.metrics.error(cam, self.name)
         log.error("camera %s: %s output failed, no more is written to it: %s", cam, output, why)
 

@@ -79,6 +79,7 @@ class Connection:
             self.container.close()
             raise
         self.stats = DecodeStats()
+        self.ended_early: str | None = None  # a file that ends before its index says (truncated, corrupt)
 
     def _open(self) -> av.container.InputContainer:
         cfg = self.config
@@ -157,6 +158,10 @@ class Connection:
                 yield vf
         if not stop():
             yield from self._flush()
+            listed = self.stream.frames
+            read = self.stats.frames + self.stats.bad_packets
+            if not self.config.network and listed and read < listed - 1 and not self.ended_early:
+                self.ended_early = f"{self.stats.frames} of the {listed} frames its index lists"
 
     def _flush(self) -> Iterator[av.VideoFrame]:
         """The frames the decoder still holds at the end of the stream."""
@@ -177,7 +182,7 @@ class Connection:
         except (av.error.FFmpegError, OSError) as e:
             if self.config.network:
                 raise SourceError(f"stream error: {one_line(e)}") from None
-            self.on_bad_packet(f"file ends early (truncated or corrupt): {one_line(e)}")
+            self.ended_early = one_line(e)
 
     def close(self) -> None:
         self.container.close()

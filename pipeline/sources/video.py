@@ -61,10 +61,10 @@ class VideoSource:
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
 
-    def _state(self, state: str, detail: str = "") -> None:
+    def _state(self, state: str, detail: str = "", trouble: bool = False) -> None:
         if self.stats.state != state or self.stats.detail != detail:
             self.stats.state, self.stats.detail = state, detail
-            log_fn = {"failed": log.error, "reconnecting": log.warning}.get(state, log.info)
+            log_fn = log.error if state == "failed" else log.warning if trouble or state == "reconnecting" else log.info
             log_fn("camera %s: %s%s", self.camera, state, f" ({detail})" if detail else "")
 
     def _stopping(self) -> bool:
@@ -102,7 +102,7 @@ class VideoSource:
         notes = [] if reason == "eof" else [reason]
         if self.stats.decode_errors:
             notes.append(f"{self.stats.decode_errors} unreadable packet(s) skipped")
-        if self.stats.detail.startswith("broken"):
+        if self.stats.detail.startswith(("broken", "ends early")):
             notes.append(self.stats.detail)
         return "; ".join(notes)
 
@@ -120,6 +120,12 @@ class VideoSource:
                 except SourceError as e:  # the rest of the file is unreadable: it ends here
                     self.metrics.error(self.camera)
                     self.stats.detail = f"broken after frame {self._seq}: {e}"
+                    log.warning("camera %s: %s", self.camera, self.stats.detail)
+                    return
+                if connection.ended_early:
+                    self.metrics.error(self.camera)
+                    self.stats.detail = f"ends early after frame {self._seq} (truncated or corrupt: " \
+                                        f"{connection.ended_early})"
                     log.warning("camera %s: %s", self.camera, self.stats.detail)
                     return
             finally:
@@ -150,7 +156,8 @@ class VideoSource:
             if rc.gave_up():
                 raise SourceError(f"no frame for {rc.down_for():.1f}s (give_up_s={rc.config.give_up_s:g}): {why}")
             delay = rc.next_delay()
-            self._state("reconnecting" if rc.streamed else "connecting", f"{why}; retrying in {delay:.1f}s")
+            self._state("reconnecting" if rc.streamed else "connecting", f"{why}; retrying in {delay:.1f}s",
+                        trouble=True)
             self.control.stop.wait(delay)
 
     # -- frames -------------------------------------------------------------------------

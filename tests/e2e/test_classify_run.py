@@ -78,3 +78,65 @@ def test_classifier_options_and_classes_are_checked_with_the_config(tmp_path, mo
     assert "graph[1].classify.min_sise: unknown key" in str(e.value)
     assert "graph[1].classify.min_size: expected a number, got str 'big'" in str(e.value)
     assert "graph[1].classify.classes[1]: unknown detector class 'spaceship'" in str(e.value)
+
+
+def detections_from(record: dict, keep: list[str], labels: list[str]):
+    """A JSON line's detections rebuilt, with the label sets of the classifiers in `keep`."""
+    import numpy as np
+
+    from pipeline.frames import Attribute, ClassNames, Detections
+
+    rows = record["detections"]
+    det = Detections(np.array([d["box"] for d in rows], np.float32).reshape(-1, 4),
+                     np.array([d["score"] for d in rows], np.float32), np.array([d["class_id"] for d in rows]),
+                     names=ClassNames(labels))
+    for stage in keep:
+        attr = Attribute.unset(len(rows), ClassNames([d.get("labels", {}).get(stage, {}).get("label", "")
+                                                      for d in rows]))
+        for i, d in enumerate(rows):
+            if stage in d.get("labels", {}):
+                attr.class_id[i], attr.score[i] = i, d["labels"][stage]["score"]
+        det.attributes[stage] = attr
+    return det
+
+
+def test_two_classifiers_write_and_draw_both_label_sets(tmp_path, model_path, short_clips, write_config, coco_labels):
+    """A cascade of two classifiers on the same vehicles (type, then colour): every
+    classified detection carries both label sets, and the video shows both."""
+    import numpy as np
+
+    from conftest import color_model, video_frames
+    from pipeline.stages.annotate import draw_detections
+
+    classes = ["car", "truck", "bus"]
+    cfg = {"sources": [{"id": "street", "uri": short_clips["bikes"]}],
+           "models": {"det": detector_model(model_path), "type": classifier_model(model_path),
+                      "color": color_model(model_path)},
+           "graph": [{"detect": {"model": "det"}},
+                     {"classify": {"model": "type", "name": "vehicle_type", "classes": classes}},
+                     {"classify": {"model": "color", "name": "vehicle_color", "classes": classes, "min_size": 16}},
+                     "annotate"]}
+    snap = run_pipeline(cfg, write_config, str(tmp_path / "out"))
+    assert snap["engines"]["type"]["items"] > 0 and snap["engines"]["color"]["items"] > 0
+    records = read_jsonl(str(tmp_path / "out" / "detections.jsonl"))
+    vehicles = [d for r in records for d in r["detections"] if d["class"] in classes
+                and min(d["box"][2] - d["box"][0], d["box"][3] - d["box"][1]) >= 24]
+    assert len(vehicles) >= 5
+    for d in vehicles:
+        assert list(d["labels"]) == ["vehicle_type", "vehicle_color"], d
+        assert d["labels"]["vehicle_color"]["label"] in {"black", "white", "grey", "silver", "red", "orange",
+                                                         "yellow", "green", "blue", "brown"}
+    # the video shows both: closer to the source frame drawn with both label sets than with one
+    seq = next(r["seq"] for r in records if any("labels" in d for d in r["detections"]))
+    shown = video_frames(str(tmp_path / "out" / "street.mp4"))[seq].astype(int)
+    source = video_frames(short_clips["bikes"])[seq]
+    drawn = {}
+    for keep in (["vehicle_type", "vehicle_color"], ["vehicle_type"]):
+        img = source.copy()
+        draw_detections(img, detections_from(records[seq], keep, coco_labels))
+        drawn[len(keep)] = img.astype(int)
+    differs = np.abs(drawn[2] - drawn[1]).sum(axis=2) > 60  # where the second label line makes a difference
+    assert differs.sum() > 200
+    err_both = np.abs(shown - drawn[2])[differs].mean()
+    err_one = np.abs(shown - drawn[1])[differs].mean()
+    assert err_both < 0.5 * err_one, (err_both, err_one)

@@ -1,5 +1,81 @@
-"""Per-track classification state."""
-from pipeline.stages.classify import FORGET_AFTER, _TrackLabel, forget_stale
+"""The classify stage without a model: per-track state, frames waiting for their track's
+first label, and one attribute set per classifier."""
+import time
+
+import numpy as np
+
+from fake_engine import FakeEngine
+from pipeline.config import BatchingConfig, ClassifySpec, ModelConfig
+from pipeline.frames import ClassNames, Detections, EndOfStream, Frame
+from pipeline.metrics.registry import Metrics
+from pipeline.runtime.stage import RunControl
+from pipeline.stages.classify import FORGET_AFTER, ClassifyStage, _TrackLabel, forget_stale
+
+DETECTOR = ClassNames(["car", "person"])
+LABELS = ["dark", "grey", "light"]
+
+
+def classifier() -> ModelConfig:
+    return ModelConfig(name="shade", path="", layout="classifier", input_size=(8, 8), letterbox="stretch",
+                       labels=LABELS, batching=BatchingConfig(max_batch=8, max_wait_ms=2))
+
+
+def by_brightness(batch: np.ndarray) -> list[np.ndarray]:
+    """Logits that pick 'dark', 'grey' or 'light' from the crop's mean grey value."""
+    cls = np.clip(batch.mean(axis=(1, 2, 3)) // 86, 0, 2).astype(int)
+    return [np.eye(3, dtype=np.float32)[cls] * 10]
+
+
+def frame(seq: int, shade: int, track: int = 1) -> Frame:
+    image = np.full((100, 100, 3), shade, np.uint8)
+    det = Detections(np.array([[10, 10, 60, 60]], np.float32), np.array([0.9], np.float32), np.array([0]),
+                     names=DETECTOR, track_id=np.array([track]))
+    return Frame("cam", seq, seq, None, image, time.perf_counter(), order=seq, detections=det)
+
+
+def run(stage: ClassifyStage, items: list) -> list:
+    out: list = []
+    stage.emit = out.append
+    stage.start()
+    for item in items:
+        stage.input.put(item)
+    deadline = time.monotonic() + 20
+    while not (out and isinstance(out[-1], EndOfStream)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stage.control.abort.set()
+    stage.close()
+    return out
+
+
+def test_frames_wait_for_their_tracks_first_label_and_share_it():
+    """A track's first classification is slow; the frames after it must not be classified
+    again, must wait for that label, and leave in order."""
+    engine = FakeEngine(by_brightness, (3, 8, 8), delay=0.3)
+    metrics = Metrics()
+    spec = ClassifySpec(model="shade", name="shade", per_track=True, reclassify_interval=100, min_size=1)
+    stage = ClassifyStage(spec, classifier(), engine, DETECTOR, metrics, RunControl(), 16)  # type: ignore[arg-type]
+    out = run(stage, [frame(i, 240) for i in range(6)] + [EndOfStream("cam", order=6)])
+    frames = out[:-1]
+    assert [f.seq for f in frames] == list(range(6))
+    assert engine.batches == [1]  # one crop classified, for the whole track
+    for f in frames:
+        attr = f.detections.attributes["shade"]
+        assert attr.names(int(attr.class_id[0])) == "light"
+    assert metrics.stages["shade"].counters["calls_saved"] == 5
+
+
+def test_two_classifiers_keep_separate_labels_on_the_same_detection():
+    det_engine_a = FakeEngine(by_brightness, (3, 8, 8))
+    det_engine_b = FakeEngine(lambda b: [np.tile(np.array([[0, 0, 5]], np.float32), (len(b), 1))], (3, 8, 8))
+    first = ClassifyStage(ClassifySpec(model="shade", name="shade", min_size=1), classifier(), det_engine_a,  # type: ignore[arg-type]
+                          DETECTOR, Metrics(), RunControl(), 16)
+    second = ClassifyStage(ClassifySpec(model="shade", name="always_light", min_size=1), classifier(),  # type: ignore[arg-type]
+                           det_engine_b, DETECTOR, Metrics(), RunControl(), 16)
+    out = run(second, run(first, [frame(0, 10), EndOfStream("cam", order=1)]))
+    attrs = out[0].detections.attributes
+    assert list(attrs) == ["shade", "always_light"]
+    assert attrs["shade"].names(int(attrs["shade"].class_id[0])) == "dark"
+    assert attrs["always_light"].names(int(attrs["always_light"].class_id[0])) == "light"
 
 
 def test_classifier_forgets_tracks_gone_for_long():

@@ -100,3 +100,33 @@ def make_nms_inside(src: str, dst: str, score_threshold: float = 0.3, iou: float
     onnx.checker.check_model(m)
     onnx.save(m, dst)
     return dst
+
+
+def make_v5_layout(src: str, dst: str) -> str:
+    """YOLOX-nano with its box decode inside, emitting the YOLOv5 layout [b, n, 85]:
+    cx, cy, w, h in input pixels, objectness, 80 class scores (same shape as the raw head)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from pipeline.decoders.layouts import yolox_grid
+
+    m = onnx.load(src)
+    g = m.graph
+    raw = g.output[0].name
+    grid, stride = yolox_grid(416, 416)
+    consts = {"v5_grid": grid, "v5_stride": stride, "v5_0": np.array([0], np.int64), "v5_2": np.array([2], np.int64),
+              "v5_4": np.array([4], np.int64), "v5_85": np.array([85], np.int64), "v5_ax": np.array([2], np.int64)}
+    g.initializer.extend(numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items())
+    N = helper.make_node
+    g.node.extend([
+        N("Slice", [raw, "v5_0", "v5_2", "v5_ax"], ["v5_dxy"]), N("Slice", [raw, "v5_2", "v5_4", "v5_ax"], ["v5_lwh"]),
+        N("Slice", [raw, "v5_4", "v5_85", "v5_ax"], ["v5_rest"]),
+        N("Add", ["v5_dxy", "v5_grid"], ["v5_gxy"]), N("Mul", ["v5_gxy", "v5_stride"], ["v5_cxy"]),
+        N("Exp", ["v5_lwh"], ["v5_ewh"]), N("Mul", ["v5_ewh", "v5_stride"], ["v5_wh"]),
+        N("Concat", ["v5_cxy", "v5_wh", "v5_rest"], ["v5_output"], axis=2),
+    ])
+    del g.output[:]
+    g.output.append(helper.make_tensor_value_info("v5_output", TensorProto.FLOAT, ["batch", 3549, 85]))
+    onnx.checker.check_model(m)
+    onnx.save(m, dst)
+    return dst

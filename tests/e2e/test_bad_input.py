@@ -1,0 +1,221 @@
+"""Bad input never costs more data than it has to: damaged packets are skipped and
+counted, a truncated file keeps what it has, a live URL that breaks before its first
+frame backs off and gives up, timestamps that do not increase are replaced, and models
+read the wrong way round are refused before anything starts."""
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+import yaml
+
+from conftest import ROOT, detector_model, frame_count, read_jsonl, run_pipeline
+from onnx_models import make_nms_inside, make_v5_layout
+
+
+def remux(src: str, dst: str, faststart: bool = False, zero_pts: bool = False) -> str:
+    with av.open(src) as i, av.open(dst, "w", options={"movflags": "faststart"} if faststart else {}) as o:
+        s = o.add_stream_from_template(i.streams.video[0])
+        for p in i.demux(i.streams.video[0]):
+            if p.dts is None:
+                continue
+            if zero_pts:
+                p.pts = p.dts = 0
+            p.stream = s
+            o.mux(p)
+    return dst
+
+
+def damage(src: str, dst: str, at: float, size: int, seed: int = 2) -> str:
+    data = bytearray(Path(src).read_bytes())
+    rng = random.Random(seed)
+    start = int(len(data) * at)
+    for k in range(start, start + size):
+        data[k] = rng.randrange(256)
+    Path(dst).write_bytes(bytes(data))
+    return dst
+
+
+def cli_run(config: dict, tmp_path: Path, *extra: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess, dict]:
+    config.setdefault("outputs", {}).setdefault("dir", str(tmp_path / "out"))
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    r = subprocess.run([sys.executable, "-m", "pipeline", "run", "--config", str(path), "-q", "--report",
+                        str(tmp_path / "report.json"), *extra], capture_output=True, text=True, cwd=ROOT,
+                       timeout=timeout)
+    report = json.loads((tmp_path / "report.json").read_text()) if (tmp_path / "report.json").exists() else {}
+    return r, report
+
+
+def test_damage_mid_file_costs_only_the_damaged_packets(tmp_path, sample_path, model_path):
+    clip = damage(sample_path("vtest.mp4"), str(tmp_path / "damaged.mp4"), at=0.5, size=8000)
+    cfg = {"sources": [{"id": "cam", "uri": clip}], "models": {"det": detector_model(model_path)},
+           "graph": [{"detect": {"model": "det"}}], "outputs": {"video": {"enabled": False}}}
+    r, report = cli_run(cfg, tmp_path)
+    assert r.returncode == 0, r.stderr
+    cam = report["cameras"]["cam"]
+    assert cam["state"] == "ended" and cam["decode_errors"] >= 1
+    assert cam["processed"] >= 795 - 2 * cam["decode_errors"]  # what was before and after the damage is kept
+    assert "Traceback" not in r.stderr
+    warnings = [line for line in r.stderr.splitlines() if "unreadable packet" in line]
+    assert 1 <= len(warnings) <= 2  # one story, not a line per packet
+
+
+def test_a_truncated_file_keeps_its_first_half_and_says_so(tmp_path, sample_path, model_path):
+    fast = remux(sample_path("bikes.mp4"), str(tmp_path / "fast.mp4"), faststart=True)
+    data = Path(fast).read_bytes()
+    half = tmp_path / "half.mp4"
+    half.write_bytes(data[: len(data) // 2])
+    cfg = {"sources": [{"id": "cam", "uri": str(half)}], "models": {"det": detector_model(model_path)},
+           "graph": [{"detect": {"model": "det"}}]}
+    r, report = cli_run(cfg, tmp_path)
+    assert r.returncode == 0, r.stderr
+    cam = report["cameras"]["cam"]
+    assert cam["state"] == "ended" and 80 <= cam["processed"] <= 170
+    assert "ends early" in cam["detail"] and "of the 250 frames its index lists" in cam["detail"]
+    assert frame_count(str(tmp_path / "out" / "cam.mp4")) == cam["processed"]
+
+
+def test_a_live_url_that_breaks_before_its_first_frame_backs_off_and_gives_up(tmp_path, sample_path, model_path):
+    """An HTTP server without range requests serving an MP4 whose index is at its end:
+    FFmpeg opens it but never gets a frame. Backoff and give-up apply, the run ends, and
+    the summary reports no made-up downtime."""
+    folder = tmp_path / "www"
+    folder.mkdir()
+    (folder / "cam.mp4").write_bytes(Path(sample_path("vtest.mp4")).read_bytes())
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    handler.log_message = lambda *a: None  # type: ignore[method-assign]
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        cfg = {"sources": [{"id": "web", "uri": f"http://127.0.0.1:{httpd.server_port}/cam.mp4",
+                            "reconnect": {"initial_s": 0.2, "max_s": 1.0, "give_up_s": 3}}],
+               "models": {"det": detector_model(model_path)}, "graph": [{"detect": {"model": "det"}}]}
+        t0 = time.monotonic()
+        r, report = cli_run(cfg, tmp_path, timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        httpd.shutdown()
+    assert took < 30  # it ends (hours before the fix: it never did)
+    web = report["cameras"]["web"]
+    assert web["state"] == "failed" and "give_up_s=3" in web["detail"]
+    assert web["downtime_s"] == 0 and web["reconnects"] == 0  # it never streamed: nothing to be down from
+    attempts = [line for line in r.stderr.splitlines() if "camera web: connecting (" in line]
+    assert 2 <= len(attempts) <= 12 and all("retrying in" in a for a in attempts)  # backoff, and why
+
+
+def test_timestamps_that_do_not_increase_are_replaced_by_the_frame_rate(tmp_path, short_clips, model_path,
+                                                                         write_config):
+    clip = remux(short_clips["bikes"], str(tmp_path / "zero.mkv"), zero_pts=True)
+    with av.open(clip) as c:
+        assert {f.pts for f in c.decode(video=0)} == {0}  # really all 0
+    cfg = {"sources": [{"id": "cam", "uri": clip}], "models": {"det": detector_model(model_path)},
+           "graph": [{"detect": {"model": "det"}}]}
+    run_pipeline(cfg, write_config, str(tmp_path / "out"))
+    times = [r["time"] for r in read_jsonl(str(tmp_path / "out" / "detections.jsonl"))]
+    np.testing.assert_allclose(times, np.arange(40) / 25, atol=1e-6)
+    with av.open(str(tmp_path / "out" / "cam.mp4")) as c:
+        s = c.streams.video[0]
+        pts = [float(f.pts * s.time_base) for f in c.decode(s)]
+    np.testing.assert_allclose(np.diff(pts), 1 / 25, atol=1e-3)
+
+
+def test_an_nms_inside_export_gives_the_unfused_models_boxes_with_io_binding(tmp_path, short_clips, model_path,
+                                                                             write_config):
+    """Its output has one row per box, so its shape changes with every frame: outputs of
+    unknown shape are bound afresh for every run."""
+    fused = make_nms_inside(model_path("yolox_nano.onnx"), str(tmp_path / "e2e.onnx"))
+    runs = {}
+    for name, model in (("fused", detector_model(model_path, path=fused, layout="e2e")),
+                        ("raw", detector_model(model_path))):
+        model["engine"]["io_binding"] = True
+        cfg = {"sources": [{"id": "cam", "uri": short_clips["vtest"]}], "models": {"det": model},
+               "graph": [{"detect": {"model": "det"}}], "outputs": {"video": {"enabled": False}}}
+        snap = run_pipeline(cfg, write_config, str(tmp_path / name))
+        assert snap["cameras"]["cam"]["errors"] == 0
+        runs[name] = read_jsonl(str(tmp_path / name / "detections.jsonl"))
+    sizes = {len(r["detections"]) for r in runs["fused"]}
+    assert len(sizes) > 1  # the output shape really changed between frames
+    for a, b in zip(runs["fused"], runs["raw"]):
+        key = lambda d: (d["class"], round(d["box"][0]))  # noqa: E731
+        assert len(a["detections"]) == len(b["detections"])
+        for da, db in zip(sorted(a["detections"], key=key), sorted(b["detections"], key=key)):
+            assert da["class"] == db["class"]
+            assert np.abs(np.array(da["box"]) - np.array(db["box"])).max() <= 0.5
+
+
+@pytest.mark.parametrize("file,declared,suggested", [("raw", "yolov5", "yolox"), ("v5", "yolox", "yolov5")])
+def test_a_layout_read_the_wrong_way_round_is_refused(tmp_path, short_clips, model_path, file, declared, suggested):
+    """YOLOX's raw head and YOLOv5 share the shape [b, n, 85]: only the boxes tell."""
+    path = model_path("yolox_nano.onnx") if file == "raw" else make_v5_layout(model_path("yolox_nano.onnx"),
+                                                                            str(tmp_path / "v5.onnx"))
+    cfg = {"sources": [{"id": "cam", "uri": short_clips["vtest"]}],
+           "models": {"det": detector_model(model_path, path=path, layout=declared)},
+           "graph": [{"detect": {"model": "det"}}]}
+    r, _ = cli_run(cfg, tmp_path)
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert r.returncode == 2 and len(errors) == 1, r.stderr
+    assert errors[0].startswith("error: models.det.layout:") and f"is it a {suggested} model?" in errors[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_right_v5_layout_runs(tmp_path, short_clips, model_path, write_config):
+    v5 = make_v5_layout(model_path("yolox_nano.onnx"), str(tmp_path / "v5.onnx"))
+    runs = {}
+    for layout, path in (("yolov5", v5), ("yolox", model_path("yolox_nano.onnx"))):
+        cfg = {"sources": [{"id": "cam", "uri": short_clips["vtest"]}],
+               "models": {"det": detector_model(model_path, path=path, layout=layout)},
+               "graph": [{"detect": {"model": "det"}}], "outputs": {"video": {"enabled": False}}}
+        run_pipeline(cfg, write_config, str(tmp_path / layout), max_frames=5)
+        runs[layout] = read_jsonl(str(tmp_path / layout / "detections.jsonl"))
+    assert [[d["box"] for d in r["detections"]] for r in runs["yolov5"]] == \
+        [[d["box"] for d in r["detections"]] for r in runs["yolox"]]
+
+
+def test_class_ids_beyond_the_labels_are_an_error_not_a_number(tmp_path, short_clips, model_path):
+    fused = make_nms_inside(model_path("yolox_nano.onnx"), str(tmp_path / "e2e.onnx"))
+    cfg = {"sources": [{"id": "street", "uri": short_clips["bikes"]}],  # people, bicycles and cars (class 2)
+           "models": {"det": detector_model(model_path, path=fused, layout="e2e", labels=["person", "bicycle"])},
+           "graph": [{"detect": {"model": "det"}}]}
+    r, _ = cli_run(cfg, tmp_path)
+    assert r.returncode == 2
+    import re
+
+    assert re.search(r"error: models\.det: .*class id \d+ is beyond the model's 2 labels", r.stderr), r.stderr
+
+
+@pytest.mark.parametrize("delay", [0.2, 0.8, 1.6])
+def test_ctrl_c_while_starting_exits_130_quietly(tmp_path, sample_path, model_path, delay):
+    cfg = {"sources": [{"id": "cam", "uri": sample_path("bikes.mp4"), "realtime": True}],
+           "models": {"det": detector_model(model_path)}, "graph": [{"detect": {"model": "det"}}],
+           "outputs": {"dir": str(tmp_path / "out")}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--config", str(tmp_path / "c.yaml"), "-q"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    proc.send_signal(2)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "Error" not in stderr.replace("ERROR", "")
+
+
+def test_failed_cameras_leave_no_empty_files(tmp_path, model_path, short_clips):
+    garbage = tmp_path / "garbage.mp4"
+    garbage.write_bytes(os.urandom(20000))
+    cfg = {"sources": [{"id": "bad", "uri": str(garbage)}, {"id": "good", "uri": short_clips["bikes"]}],
+           "models": {"det": detector_model(model_path)}, "graph": [{"detect": {"model": "det"}}],
+           "outputs": {"jsonl": {"filename": "{camera}.jsonl"}}}
+    r, report = cli_run(cfg, tmp_path)
+    assert r.returncode == 0 and report["cameras"]["bad"]["state"] == "failed"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["good.jsonl", "good.mp4"]

@@ -1,0 +1,69 @@
+"""A stand-in for `pipeline.engines.engine.Engine` where the model is not the point: the
+same submit / done / consumed protocol and in-flight credits, with outputs computed by a
+function of the batch and a controllable delay per batch (fixed, or chosen per call so
+batches can finish out of order), run on threads of its own."""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+import numpy as np
+
+Outputs = Callable[[np.ndarray], list[np.ndarray]]
+
+
+class FakeEngine:
+    def __init__(self, outputs: Outputs, item_shape: tuple[int, int, int] = (3, 8, 8), max_inflight: int = 2,
+                 delay: float | Callable[[int], float] = 0.0):
+        self.outputs = outputs
+        self.item_shape = item_shape
+        self.max_inflight = max_inflight
+        self.delay = delay
+        self.batches: list[int] = []          # sizes of the batches run, in submission order
+        self.submitted_at: list[float] = []   # when each batch was submitted
+        self.max_seen = 0
+        self._inflight = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        self._threads: list[threading.Thread] = []
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self._inflight < self.max_inflight or self._closed, timeout)
+
+    def idle(self) -> bool:
+        return self._inflight == 0
+
+    def submit(self, tensors: list, done, context: object = None) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._inflight < self.max_inflight or self._closed)
+            if self._closed:
+                from pipeline.engines.engine import EngineClosed
+
+                raise EngineClosed("fake")
+            self._inflight += 1
+            self.max_seen = max(self.max_seen, self._inflight)
+            index = len(self.batches)
+            self.batches.append(len(tensors))
+            self.submitted_at.append(time.perf_counter())
+        batch = np.stack([t if isinstance(t, np.ndarray) else t.numpy() for t in tensors])
+        delay = self.delay(index) if callable(self.delay) else self.delay
+
+        def run() -> None:
+            time.sleep(delay)
+            done([(len(tensors), self.outputs(batch))], None, context)
+
+        t = threading.Thread(target=run, daemon=True)
+        self._threads.append(t)
+        t.start()
+
+    def consumed(self) -> None:
+        with self._cond:
+            self._inflight -= 1
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
