@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -129,11 +128,6 @@ def frame_count(path: str) -> int:
     with av.open(path) as c:
         return sum(1 for _ in c.decode(video=0))
 
-
-def copy_to(tmp: Path, src: str, name: str) -> str:
-    dst = tmp / name
-    shutil.copyfile(src, dst)
-    return str(dst)
 
 
 os.environ.setdefault("PYTHONPATH", str(ROOT))

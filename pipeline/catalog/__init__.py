@@ -67,7 +67,6 @@ class ModelEntry:
 
 KAZUHITO = ("https://raw.githubusercontent.com/Kazuhito00/YOLOX-ONNX-TFLite-Sample/"
             "0f785c070ce8da070aeaeef46c0da7904ff7012e/model/yolox_nano.onnx")
-PYPI_FILES = "https://files.pythonhosted.org/packages/py3"
 
 MODELS = (
     ModelEntry("yolox_nano", "yolox_nano.onnx", "5243af20739c9495c07f978b27489e5e45e8ec5081fa9f28557ce878506ff46b",

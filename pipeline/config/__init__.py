@@ -176,7 +176,7 @@ def output_path_problems(config: Config) -> list[str]:
         if real in owners:
             problems.append(f"metrics.report: {config.metrics.report} is also {owners[real][1]}")
     for real, (where, what) in list(owners.items()):
-        for pattern, seg_where, cam in segments:
+        for pattern, _, cam in segments:
             if pattern.fullmatch(real):
                 problems.append(f"{where}: {what} {real} has the name of a later segment of camera {cam!r}'s video "
                                 f"(written after a resolution change): rename one of them")

@@ -180,10 +180,6 @@ class Engine:
                 raise EngineClosed(self.model.name)
             return True
 
-    def idle(self) -> bool:
-        """Nothing in flight: a batch submitted now runs at once."""
-        return self._inflight == 0
-
     def submit(self, tensors: list[Input], done: DoneCallback, context: object = None) -> None:
         """Hand over one batch; waits only while `max_inflight` batches are already in flight."""
         with self._cond:

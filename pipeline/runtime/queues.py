@@ -99,7 +99,6 @@ class LaneQueue:
         self.name = name
         self.on_drop = on_drop
         self._lanes: dict[str, BoundedQueue] = {}
-        self._enqueued: dict[str, deque] = {}
         self._order: list[str] = []
         self._next = 0
         self._cond = threading.Condition()

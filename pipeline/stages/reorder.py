@@ -34,6 +34,3 @@ class Reorderer:
         if not heap:
             del self._held[cam]
         return out
-
-    def held(self) -> int:
-        return sum(len(h) for h in self._held.values())

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Iterable
 
 import numpy as np
@@ -73,13 +74,18 @@ class KalmanBox:
         self.P = (np.eye(8) - k @ self.H) @ self.P
 
 
+class TrackState(Enum):
+    TENTATIVE = "tentative"  # seen once; confirmed by a second match, dropped otherwise
+    TRACKED = "tracked"      # matched on the last frame
+    LOST = "lost"            # unmatched for `missed` frames; kept up to `max_age` to be found again
+
+
 @dataclass
 class Track:
     id: int
     kf: KalmanBox
     class_id: int
-    confirmed: bool = False
-    hits: int = 1
+    state: TrackState = TrackState.TENTATIVE
     missed: int = 0
 
     def box(self) -> np.ndarray:
@@ -129,8 +135,9 @@ class ByteTracker:
             t.kf.predict()
         high = np.nonzero(scores >= self.spec.high_threshold)[0]
         low = np.nonzero(scores < self.spec.high_threshold)[0]
-        confirmed = [t for t in self.tracks if t.confirmed]
-        tentative = [t for t in self.tracks if not t.confirmed]
+        confirmed = [t for t in self.tracks if t.state is not TrackState.TENTATIVE]
+        tentative = [t for t in self.tracks if t.state is TrackState.TENTATIVE]
+        was_tracked = {id(t) for t in self.tracks if t.state is TrackState.TRACKED}
         matched: set[int] = set()
 
         def assign(tracks: list[Track], rows: np.ndarray, threshold: float) -> tuple[list[Track], np.ndarray]:
@@ -138,9 +145,8 @@ class ByteTracker:
             for ti, di in pairs:
                 t, row = tracks[ti], int(rows[di])
                 t.kf.update(boxes[row])
-                t.hits += 1
                 t.missed = 0
-                t.confirmed = True
+                t.state = TrackState.TRACKED
                 ids[row] = t.id
                 matched.add(id(t))
             used = {di for _, di in pairs}
@@ -148,18 +154,23 @@ class ByteTracker:
             return [t for t in tracks if id(t) not in matched], left_rows
 
         unmatched, high_left = assign(confirmed, high, self.spec.match_iou)
-        unmatched, _ = assign([t for t in unmatched if t.missed == 0], low, self.spec.low_match_iou)
+        # a track lost in the first pass that was there a frame ago may be partly hidden now
+        unmatched, _ = assign([t for t in unmatched if id(t) in was_tracked], low, self.spec.low_match_iou)
         _, high_left = assign(tentative, high_left, self.spec.match_iou)
         for t in self.tracks:
             if id(t) not in matched:
                 t.missed += 1
-        self.tracks = [t for t in self.tracks
-                       if id(t) in matched or (t.confirmed and t.missed <= self.spec.max_age)]
+                if t.state is TrackState.TRACKED:
+                    t.state = TrackState.LOST
+        self.tracks = [t for t in self.tracks if id(t) in matched
+                       or (t.state is TrackState.LOST and t.missed <= self.spec.max_age)]
         for row in high_left:
             if scores[row] >= self.spec.new_track_threshold:
-                t = Track(next(self._ids), KalmanBox(boxes[row]), int(classes[row]), confirmed=self.frames == 1)
+                # on a camera's first frame every object is there already: tracked at once
+                state = TrackState.TRACKED if self.frames == 1 else TrackState.TENTATIVE
+                t = Track(next(self._ids), KalmanBox(boxes[row]), int(classes[row]), state)
                 self.tracks.append(t)
-                if t.confirmed:
+                if state is TrackState.TRACKED:
                     ids[row] = t.id
         return ids
 

@@ -32,9 +32,6 @@ class FakeEngine:
         with self._cond:
             return self._cond.wait_for(lambda: self._inflight < self.max_inflight or self._closed, timeout)
 
-    def idle(self) -> bool:
-        return self._inflight == 0
-
     def submit(self, tensors: list, done, context: object = None) -> None:
         with self._cond:
             self._cond.wait_for(lambda: self._inflight < self.max_inflight or self._closed)
