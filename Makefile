@@ -26,7 +26,7 @@ test: fetch
 	$(PY) -m pytest -q
 
 bench: fetch
-	$(PY) -m pipeline bench --config configs/bench.yaml --frames 150 --live --out bench
+	$(PY) -m pipeline bench --config configs/bench.yaml --frames 150 --live --load-sweep --out bench
 
 # Uses the venv when present, else the machine's python3 (a GPU image brings its own
 # onnxruntime-gpu; installing it here would overwrite the CPU wheel).

@@ -173,3 +173,14 @@ class EndOfStream:
 
 
 Item = Frame | EndOfStream
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where a camera picks up when it restarts elsewhere (another process or machine):
+    its first frame to process, the video segment to write next, and whether its JSON
+    lines continue an existing file."""
+
+    start_at: int = 0
+    segment: int = 0
+    append: bool = False

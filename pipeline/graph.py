@@ -15,13 +15,13 @@ from __future__ import annotations
 import logging
 import time
 
-import numpy as np
 import onnxruntime as ort
 
-from pipeline.config import Config, DetectSpec
-from pipeline.engines.engine import Engine
+from pipeline.config import Config, DetectSpec, SourceConfig
+from pipeline.engines.engine import Engine, open_wide_session
 from pipeline.engines.pool import WorkerPool
 from pipeline.engines.session import GPU_PROVIDERS, ModelError, create_session
+from pipeline.frames import Resume
 from pipeline.metrics.registry import Metrics, thread_count
 from pipeline.preprocess import Preprocessor
 from pipeline.runtime.stage import RunControl, Stage
@@ -73,15 +73,14 @@ class Pipeline:
             if plan.shared and self.shared_pool is None:
                 self.shared_pool = WorkerPool("inference", self.plan.shared_workers)
             engine = Engine(model, plan, self._sessions.pop(name), self.metrics.engines[name],
-                            self.shared_pool if plan.shared else None)
+                            self.shared_pool if plan.shared else None, open_wide_session(model, plan))
             self.engines[name] = engine
-            w, h = model.input_size
-            try:  # the first run allocates ORT's buffers: not on a camera's first frame
-                engine.infer([np.zeros((3, h, w), np.float32)])
+            try:  # runs of every batch size: ORT allocates its buffers now, not on a camera's first frame
+                engine.profile()
             except Exception as e:
                 raise ModelError(f"models.{name}: test inference failed: {str(e).splitlines()[0]}") from None
-            engine.stats.reset()
             log.info(engine.describe())
+            log.info(engine.describe_costs())
         return self.engines[name]
 
     def _build(self) -> None:
@@ -93,15 +92,50 @@ class Pipeline:
         self.sink = SinkStage(cfg.outputs, cameras, self.metrics, self.control, self.plan.sink_workers,
                               cfg.runtime.queue_size, live={s.id for s in cfg.sources if s.live})
         for a, b in zip(self.stages, self.stages[1:]):
-            a.emit = b.input.put
+            a.emit = b.accept
         self.stages[-1].emit = self.sink.emit
         detect = self.stages[0]
         assert isinstance(detect, DetectStage) and isinstance(cfg.graph[0], DetectSpec)
+        # Little's law: the batches in flight (one more than the workers) keep the detector
+        # busy; frames of files waiting besides need only fill its next batch. More only
+        # adds latency. Files are read on demand within that budget.
+        detect.lanes.read_budget = max(1, min(cfg.detector.batching.max_batch, detect.engine.preferred_batch))
         for s in cfg.sources:
-            assert s.queue.size is not None and s.queue.policy is not None
-            detect.add_camera(s.id, s.queue.size, s.queue.policy)
-            self.sources.append(VideoSource(s, Preprocessor(cfg.detector), detect.lanes.lane(s.id).put, self.metrics,
-                                            self.control, self.max_frames))
+            self._source(s, Resume())
+
+    def _source(self, s: SourceConfig, resume: Resume) -> VideoSource:
+        detect = self.stages[0]
+        assert isinstance(detect, DetectStage) and s.queue.policy is not None
+        detect.add_camera(s.id, s.queue.size or detect.lanes.read_budget, s.queue.policy)
+        turn = (lambda key=s.id: detect.lanes.wait_turn(key)) if s.queue.policy == "block" else None
+        source = VideoSource(s, Preprocessor(self.config.detector), detect.lanes.lane(s.id).put, self.metrics,
+                             self.control, self.max_frames, room=turn, start_at=resume.start_at)
+        self.sources.append(source)
+        return source
+
+    # -- cameras while running ----------------------------------------------------------------
+    def add_camera(self, source: SourceConfig, resume: Resume = Resume()) -> None:
+        """Start one more camera while running (its analytics, if any, come from the graph's
+        specs); `resume` picks up a camera that ran elsewhere. The id must not be running."""
+        assert self.sink is not None
+        if any(s.camera == source.id and s.running for s in self.sources):
+            raise ValueError(f"camera {source.id} is already running")
+        self.sources = [s for s in self.sources if s.camera != source.id]
+        self.sink.add_camera(source.id, bool(source.live), resume)
+        started = self._source(source, resume)
+        if self.started:
+            started.start()
+
+    def remove_camera(self, camera: str) -> None:
+        """Stop one camera: its frames drain and its files are finalised; the others go on."""
+        for s in self.sources:
+            if s.camera == camera:
+                s.stop()
+
+    def cameras(self) -> list[str]:
+        """The cameras still running (not ended)."""
+        assert self.sink is not None
+        return sorted(self.sink.pending)
 
     # -- running --------------------------------------------------------------------------
     def start(self) -> None:

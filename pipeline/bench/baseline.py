@@ -96,7 +96,7 @@ def run_baseline(config: Config, frames: int, tuned: bool = False, live: bool = 
                         break
                     arrival = time.perf_counter()
                     if live:  # the frame arrives at its time and waits in the socket until taken
-                        arrival = start + float(seq / rate)
+                        arrival = start + src.phase_s + float(seq / rate)
                         wait = arrival - time.perf_counter()
                         if wait > 0:
                             time.sleep(wait)

@@ -5,7 +5,8 @@ Cases: `detector` (the config's graph without classifiers) and, when the config 
 classify stage, `classifier`. Cameras are the config's sources repeated to `--cameras`.
 `--live` paces every camera at its frame rate and adds cameras until the load exceeds
 the limit: it measures latency under overload (flat with drop_oldest, growing for the
-baseline's unbounded buffering).
+baseline's unbounded buffering). `--load-sweep` measures the whole latency-load curve
+of the tuned loop and the pipeline (`bench.sweep`).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from dataclasses import replace
 
 import onnxruntime as ort
 
+from pipeline.bench import sweep
 from pipeline.bench.baseline import percentile_series, run_baseline
 from pipeline.bench.limit import measure_costs
 from pipeline.config import ClassifySpec, Config, QueueConfig, TrackSpec, load_config
@@ -35,7 +37,8 @@ def with_cameras(config: Config, n: int, live: bool = False, policy: str = "drop
     for i in range(n):
         s = replace(base[i % len(base)], id=f"cam{i}")
         if live:
-            s = replace(s, live=True, realtime=True, loop=True, queue=QueueConfig(size=2, policy=policy))
+            s = replace(s, live=True, realtime=True, loop=True, queue=QueueConfig(size=1, policy=policy),
+                        phase_s=(i * 0.618033988749895) % 1.0 / _rate(s.uri))
         sources.append(s)
     return replace(config, sources=sources)
 
@@ -57,21 +60,24 @@ def apply_sweep(config: Config, key: str, value: str) -> Config:
     model = config.detector
     if key in ("max_batch", "max_wait_ms"):
         model = replace(model, batching=replace(model.batching, **{key: type(getattr(model.batching, key))(value)}))
-    elif key in ("max_inflight", "workers", "intra_op_threads"):
+    elif key in ("max_inflight", "workers", "intra_op_threads", "idle_intra_op_threads"):
         model = replace(model, engine=replace(model.engine, **{key: int(value)}))
     elif key == "mode":
         model = replace(model, engine=replace(model.engine, mode=value))
     else:
         raise SystemExit(f"bench: cannot sweep {key!r} (max_batch, max_wait_ms, max_inflight, workers, "
-                         f"intra_op_threads, mode)")
+                         f"intra_op_threads, idle_intra_op_threads, mode)")
     return replace(config, models={**config.models, model.name: model})
 
 
 def run_pipeline(config: Config, frames: int, live: bool = False, seconds: float = 0.0) -> dict:
-    """Run the pipeline: `frames` per camera, or in `live` mode for `seconds` then drain."""
+    """Run the pipeline: `frames` per camera, or in `live` mode for `seconds` then drain.
+    It writes the annotated videos as the baseline does, and no JSON lines (the baseline
+    writes none): both do the same work per frame."""
     from pipeline.graph import Pipeline
 
     cfg = config.with_output_dir(tempfile.mkdtemp(prefix="bench-pipeline-"))
+    cfg = replace(cfg, outputs=replace(cfg.outputs, jsonl=replace(cfg.outputs.jsonl, enabled=False)))
     p = Pipeline(cfg, max_frames=None if live else frames, timeline=live)
     cpu0, t0 = os.times(), time.perf_counter()
     p.start()
@@ -149,6 +155,9 @@ def _rate(uri: str) -> float:
 def table(results: dict) -> str:
     lines = []
     for case, res in results["cases"].items():
+        if case == "load sweep":
+            lines += [f"### {case}", "", sweep.table(res), ""]
+            continue
         lim = res["limit"]
         span = (f"{res['frames_per_camera']} frames each" if "frames_per_camera" in res
                 else f"{res['offered_fps']} fps offered, paced")
@@ -182,6 +191,9 @@ def plot(results: dict, path: str) -> None:
     cases = results["cases"]
     fig, axes = plt.subplots(1, len(cases), figsize=(6 * len(cases), 4.5), squeeze=False)
     for ax, (case, res) in zip(axes[0], cases.items()):
+        if case == "load sweep":
+            sweep.plot(res, ax)
+            continue
         if "p99_ratio" in res:
             for name, r in res["rows"].items():
                 series = r.get("p99_over_time", [])
@@ -216,11 +228,22 @@ def main(args: argparse.Namespace) -> int:
     results: dict = {"machine": {"cores": len(os.sched_getaffinity(0)), "cpu": platform.processor() or platform.machine(),
                                  "onnxruntime": ort.__version__, "python": platform.python_version()},
                      "command": f"pipeline bench --config {args.config} --cameras {args.cameras} --frames {args.frames}"
-                                + (" --live" if args.live else ""),
+                                + (" --live" if args.live else "") + (" --load-sweep" if args.load_sweep else "")
+                                + (" --only-sweep" if args.only_sweep else "")
+                                + f" --live-seconds {args.live_seconds:g}",
                      "cases": {}}
     cams = with_cameras(config, args.cameras)
-    results["cases"]["detector"] = bench_case("detector", without_classifier(cams), args.frames, sweeps)
-    if any(isinstance(s, ClassifySpec) for s in config.graph):
+    if args.load_sweep:
+        detector_only = without_classifier(config)
+        limit = measure_costs(detector_only)
+        rates = {s.uri: _rate(s.uri) for s in config.sources}
+        results["cases"]["load sweep"] = sweep.sweep(
+            detector_only, limit["limit_fps"], rates, args.live_seconds,
+            lambda cfg, seconds: run_pipeline(cfg, 0, live=True, seconds=seconds))
+        results["cases"]["load sweep"]["limit"] = limit
+    if not args.only_sweep:
+        results["cases"]["detector"] = bench_case("detector", without_classifier(cams), args.frames, sweeps)
+    if not args.only_sweep and any(isinstance(s, ClassifySpec) for s in config.graph):
         results["cases"]["classifier"] = bench_case("classifier", cams, args.frames, [])
         log.info("case classifier once per track: pipeline")
         tracked = run_pipeline(per_track(cams), args.frames)
@@ -229,7 +252,7 @@ def main(args: argparse.Namespace) -> int:
         tracked["vs_baseline"] = round(tracked["throughput_fps"] / base, 2) if base else None  # the limit
         # assumes every crop classified on every frame: no fraction of it for this row
         classifier["rows"]["pipeline, track + classify once per track"] = tracked
-    if args.live:
+    if args.live and not args.only_sweep:
         results["cases"]["live overload"] = bench_live(without_classifier(config), args.live_seconds)
     os.makedirs(args.out, exist_ok=True)
     text = table(results)

@@ -91,7 +91,7 @@ def read_config(data: Any, base_dir: Path) -> tuple[Config, list[str]]:
                 if s.id in seen:
                     r.problem(f"sources[{i}].id", f"duplicate camera id {s.id!r}")
                 seen.add(s.id)
-            s.queue = s.resolved_queue(runtime.queue_size)
+            s.queue = s.resolved_queue()
             sources.append(s)
     models: dict[str, ModelConfig] = {}
     raw_models = r.mapping(top.get("models"), "models")

@@ -65,6 +65,9 @@ class BatchingConfig:
     max_wait_ms: float = option(10.0, check=non_negative,
                                 doc="longest a waiting item is held back for a larger batch, where batching pays")
     batch_sizes: list[int] | None = option(None, doc="pad batches to these sizes (fixed shapes: CUDA graphs, TensorRT)")
+    preferred: int | None = option(None, check=positive, shown="measured",
+                                   doc="the batch worth holding items back for while every worker is busy (default: "
+                                       "measured at start-up: the smallest batch about as cheap per item as any)")
 
     def finish(self, r: Reader, path: str) -> None:
         if self.batch_sizes is None:
@@ -92,6 +95,10 @@ class EngineConfig:
                                  doc="dispatcher threads (default: the shared CPU pool; 1 per GPU session)")
     intra_op_threads: int | None = option(None, check=positive, shown="planned",
                                           doc="ORT intra-op threads per run")
+    idle_intra_op_threads: int | None = option(
+        None, check=positive, shown="off",
+        doc="CPU: a lone batch submitted while nothing else runs uses this many intra-op threads (a second, "
+            "spinning session); measured in `pipeline bench --load-sweep`")
     inter_op_threads: int = option(1, check=positive, doc="ORT inter-op threads")
     graph_optimization: Literal["disable", "basic", "extended", "all"] = option("all", doc="ORT graph optimisation")
     io_binding: bool = option(True, doc="run on buffers bound once (no per-run allocation or copies)")

@@ -27,8 +27,9 @@ def read_uri(r: Reader, raw: Any, where: str) -> str | Any:
 
 @dataclass(kw_only=True)
 class QueueConfig:
-    size: int | None = option(None, check=positive, shown="`runtime.queue_size`; live: `2`",
-                              doc="frames waiting in the camera's lane")
+    size: int | None = option(None, check=positive, shown="planned; live: `1`",
+                              doc="frames waiting in the camera's lane (default: files share about what keeps "
+                                  "the detector's workers busy; live: the newest frame only)")
     policy: Literal["block", "drop_oldest"] | None = option(
         None, shown="`block`; live: `drop_oldest`",
         doc="full lane: `block` decode (files: lossless) or drop the oldest frame (live: latency stays flat)")
@@ -59,6 +60,8 @@ class SourceConfig:
     max_fps: float | None = option(None, check=positive, doc="process at most this many frames per second")
     stride: int = option(1, check=positive, doc="process every Nth frame")
     realtime: bool = option(False, doc="pace a file at its frame rate, as a camera would deliver it")
+    phase_s: float = option(0.0, check=non_negative,
+                            doc="a paced file starts this much later (cameras playing one clip are then not in step)")
     loop: bool = option(False, doc="replay a file forever (timestamps keep increasing)")
     options: dict[str, str] = option(factory=dict, read=read_string_map,
                                      doc="FFmpeg demuxer/protocol options, e.g. `{buffer_size: 1048576}`")
@@ -72,6 +75,8 @@ class SourceConfig:
         """Read over a network: reconnects, and keeps its own live timeline."""
         return bool(self.live) and is_url(self.uri)
 
-    def resolved_queue(self, default_size: int) -> QueueConfig:
-        return QueueConfig(size=self.queue.size or (2 if self.live else default_size),
+    def resolved_queue(self) -> QueueConfig:
+        """The policy by kind; a live camera's lane holds its newest frame only (a file's
+        size is planned with the detector's engine)."""
+        return QueueConfig(size=self.queue.size or (1 if self.live else None),
                            policy=self.queue.policy or ("drop_oldest" if self.live else "block"))

@@ -39,7 +39,7 @@ class GraphContext:
 @dataclass(kw_only=True)
 class StageSpec:
     type: ClassVar[str]
-    threads: ClassVar[int] = 1  # threads the stage runs on
+    threads: ClassVar[int] = 0  # threads of its own (0: inline, in the thread of the stage before it)
     about: ClassVar[str] = ""
 
     name: str | None = option(None, shown="its type", doc="the stage's name in metrics and outputs")

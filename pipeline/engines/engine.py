@@ -67,18 +67,29 @@ class _Job:
     context: object
     results: list
     remaining: int
+    wide: bool = False  # run on the wide session (nothing else was running)
     started: float = field(default_factory=time.perf_counter)
     error: BaseException | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+def open_wide_session(model: ModelConfig, plan: EnginePlan) -> ort.InferenceSession | None:
+    """The second session of `idle_intra_op_threads` (None when the plan has none)."""
+    if plan.idle_intra_op_threads <= 1:
+        return None
+    return create_session(model, plan.idle_intra_op_threads, model.engine.inter_op_threads, spinning=True)
+
+
 class Engine:
     def __init__(self, model: ModelConfig, plan: EnginePlan, session: ort.InferenceSession, stats: EngineStats,
-                 pool: WorkerPool | None = None):
+                 pool: WorkerPool | None = None, wide_session: ort.InferenceSession | None = None):
         self.model = model
         self.plan = plan
         self.stats = stats
         self.session = session
+        # "Idle cores help the frame at hand": a lone batch submitted while nothing else
+        # runs goes to a session with more intra-op threads (`idle_intra_op_threads`).
+        self.wide_session = wide_session
         self.providers = session.get_providers()
         self.on_gpu = self.providers[0] in GPU_PROVIDERS
         self.device = "cuda" if self.on_gpu else "cpu"  # where device-side buffers live
@@ -106,6 +117,9 @@ class Engine:
         self._dynamic_outputs: dict[tuple, list[str]] = {}  # outputs bound afresh before every run
         self._graph_ids: dict[tuple, int] = {}
         self._closed = False
+        self._listeners: list[Callable[[], None]] = []
+        self.batch_costs: dict[int, float] = {}  # measured seconds per batch, by batch size
+        self.preferred_batch = 1                   # the smallest batch that runs about as cheaply per item as any
 
     @classmethod
     def open(cls, model: ModelConfig, stats: EngineStats | None = None, cores: int = 1,
@@ -116,7 +130,7 @@ class Engine:
         plan = plan_engine(model, cores, on_gpu, shared_pool=False)
         if workers is not None and plan.mode == "thread":
             plan = plan.with_workers(workers)
-        return cls(model, plan, session, stats or EngineStats())
+        return cls(model, plan, session, stats or EngineStats(), wide_session=open_wide_session(model, plan))
 
     def describe(self) -> str:
         wanted = requested_providers(self.model)
@@ -129,8 +143,51 @@ class Engine:
                else f"{p.workers} worker(s){' shared' if p.shared else ''}, intra_op={p.intra_op_threads}, "
                     f"io_binding={'on' if self.model.engine.io_binding else 'off'}")
         graph = ", CUDA graphs" if self.on_gpu and self.model.engine.cuda_graph else ""
+        if self.wide_session is not None:
+            graph += f", a lone batch on {p.idle_intra_op_threads} threads while nothing else runs"
         return f"model {self.model.name}: {self.providers[0]}{note}; {batch}; {how}{graph}; " \
                f"{self.max_inflight} batch(es) in flight"
+
+    # -- scheduling facts ---------------------------------------------------------------
+    def profile(self, repeats: int = 3) -> None:
+        """Measure the cost of a batch by size (powers of two up to `max_batch`, or the
+        allowed padded sizes) and pick `preferred_batch`: the smallest size whose cost per
+        item is within 10% of the best. On a CPU batching saves little (1 is preferred:
+        frames are never held back for a batch); on a GPU it saves most of the cost."""
+        w, h = self.model.input_size
+        item = np.zeros((3, h, w), np.float32)
+        limit = self.model.batching.max_batch
+        sizes = sorted({self.padded_size(s) for s in (1 << k for k in range(8)) if s <= limit} | {self.padded_size(1)})
+        for size in sizes:
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                self.infer([item] * size)
+                times.append(time.perf_counter() - t0)
+            self.batch_costs[size] = float(np.median(times))
+        per_item = {s: c / s for s, c in self.batch_costs.items()}
+        best = min(per_item.values())
+        self.preferred_batch = self.model.batching.preferred or min(s for s, c in per_item.items() if c <= 1.1 * best)
+        self.stats.reset()
+
+    def describe_costs(self) -> str:
+        costs = ", ".join(f"{s}: {1000 * c / s:.1f}" for s, c in sorted(self.batch_costs.items()))
+        return f"model {self.model.name}: ms per item by batch size {{{costs}}}; preferred batch {self.preferred_batch}"
+
+    def has_idle_worker(self) -> bool:
+        """A batch submitted now would start at once."""
+        if self.plan.mode == "async":
+            return self._inflight == 0
+        assert self.pool is not None
+        return self.pool.has_idle_worker()
+
+    def on_free(self, listener: Callable[[], None]) -> None:
+        """Call `listener` (cheap, non-blocking) whenever a run ends and its worker frees up."""
+        if self.plan.mode == "async":
+            self._listeners.append(listener)
+        else:
+            assert self.pool is not None
+            self.pool.on_free(listener)
 
     # -- submission ---------------------------------------------------------------------
     def padded_size(self, n: int) -> int:
@@ -195,7 +252,8 @@ class Engine:
             self._slots.put(slot)
             self.consumed()
             raise
-        job = _Job(slot, pieces, done, context, results=[None] * len(pieces), remaining=len(pieces))
+        wide = self.wide_session is not None and len(pieces) == 1 and self.pool is not None and self.pool.is_idle()
+        job = _Job(slot, pieces, done, context, results=[None] * len(pieces), remaining=len(pieces), wide=wide)
         self.stats.submitted()
         if self.plan.mode == "async":
             for idx, piece in enumerate(pieces):
@@ -236,18 +294,19 @@ class Engine:
     def _execute(self, job: _Job) -> None:
         for idx, piece in enumerate(job.pieces):
             try:
-                outputs = self._run(piece)
+                outputs = self._run(piece, job.wide)
                 self._piece_done(job, idx, outputs, None)
             except BaseException as e:  # reported to the caller through `done`
                 self._piece_done(job, idx, None, e)
 
-    def _run(self, piece: _Piece) -> list[np.ndarray]:
+    def _run(self, piece: _Piece, wide: bool = False) -> list[np.ndarray]:
+        session = self.wide_session if wide and self.wide_session is not None else self.session
         if not self.model.engine.io_binding:
-            return self.session.run(self.output_names, {self.input_name: piece.buffer})
-        key = piece.key
+            return session.run(self.output_names, {self.input_name: piece.buffer})
+        key = (wide, *piece.key)
         binding = self._bindings.get(key)
         if binding is None:
-            binding = self._bindings[key] = self._bind(key, piece.buffer)
+            binding = self._bindings[key] = self._bind(key, piece.buffer, session)
         if self.on_gpu:
             self._device_inputs[key].update_inplace(piece.buffer)  # host -> device into the bound buffer
         if self._dynamic_outputs[key]:
@@ -261,15 +320,15 @@ class Engine:
             run_options = ort.RunOptions()
             graph_id = self._graph_ids.setdefault(key, len(self._graph_ids))
             run_options.add_run_config_entry("gpu_graph_id", str(graph_id))
-        self.session.run_with_iobinding(binding, run_options)
+        session.run_with_iobinding(binding, run_options)
         return binding.copy_outputs_to_cpu()
 
-    def _bind(self, key: tuple, buf: np.ndarray):
+    def _bind(self, key: tuple, buf: np.ndarray, session: ort.InferenceSession):
         """IOBinding on buffers allocated once: the input is the slot's own array (CPU) or a
         device copy of it updated in place (CUDA). Outputs whose shape is fixed once the
         batch is known are preallocated too (fixed addresses are what CUDA graph replay
         requires); the others are bound afresh before every run."""
-        binding = self.session.io_binding()
+        binding = session.io_binding()
         device_id = self.model.engine.device_id
         if self.on_gpu:
             dev = ort.OrtValue.ortvalue_from_shape_and_type(list(buf.shape), np.float32, self.device, device_id)
@@ -314,6 +373,8 @@ class Engine:
             return
         self.stats.finished(sum(p.count for p in job.pieces), time.perf_counter() - job.started)
         self._slots.put(job.slot)
+        for listener in self._listeners:
+            listener()
         try:
             job.done(None if job.error else job.results, job.error, job.context)
         except BaseException:  # a broken callback must not kill an ORT or engine thread

@@ -1,10 +1,13 @@
 """Dispatcher threads that run engine batches.
 
-On CPU all engines share one pool sized to the cores: the detector and the classifier
-then never have more compute threads than there are cores between them (four threads
-fighting over two cores measured ~10% slower: more switches, colder caches), and
-whichever model has work uses the whole machine. On a GPU each engine gets its own
-pool of one, so each session keeps its own thread and CUDA stream.
+On CPU all engines share one pool sized to the cores: the detector and the classifiers
+then never have more compute threads than there are cores between them, and whichever
+model has work uses the whole machine. On a GPU each engine gets its own pool of one, so
+each session keeps its own thread and CUDA stream.
+
+The pool knows whether a job handed to it now would start at once (`has_idle_worker`),
+which is what lets a batcher submit a frame immediately instead of holding it for a
+fuller batch, and it tells listeners whenever a worker frees up.
 """
 from __future__ import annotations
 
@@ -18,19 +21,42 @@ class WorkerPool:
         self.name = name
         self.size = size
         self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._pending = 0  # jobs queued or running
+        self._listeners: list[Callable[[], None]] = []
         self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(size)]
         for t in self._threads:
             t.start()
 
     def put(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            self._pending += 1
         self._jobs.put(job)
+
+    def has_idle_worker(self) -> bool:
+        """A job put now would start at once."""
+        return self._pending < self.size
+
+    def is_idle(self) -> bool:
+        """Nothing queued or running: the whole machine's inference share is free."""
+        return self._pending == 0
+
+    def on_free(self, listener: Callable[[], None]) -> None:
+        """Call `listener` (cheap, non-blocking) whenever a worker finishes a job."""
+        self._listeners.append(listener)
 
     def _work(self) -> None:
         while True:
             job = self._jobs.get()
             if job is None:
                 return
-            job()
+            try:
+                job()
+            finally:
+                with self._lock:
+                    self._pending -= 1
+                for listener in self._listeners:
+                    listener()
 
     def close(self) -> None:
         for _ in self._threads:

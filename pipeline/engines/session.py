@@ -51,7 +51,11 @@ def provider_list(model: ModelConfig) -> list:
     return entries
 
 
-def create_session(model: ModelConfig, intra_op_threads: int, inter_op_threads: int = 1) -> ort.InferenceSession:
+def create_session(model: ModelConfig, intra_op_threads: int, inter_op_threads: int = 1,
+                   spinning: bool = False) -> ort.InferenceSession:
+    """A session for `model`. Its intra-op threads sleep between operators unless
+    `spinning` (faster on a free core, but the spin burns that core for a while after each
+    run): one thread budget for the whole process means no idle spinning by default."""
     if not os.path.isfile(model.path):
         raise ModelError(f"models.{model.name}: model file not found: {model.path}")
     so = ort.SessionOptions()
@@ -60,8 +64,7 @@ def create_session(model: ModelConfig, intra_op_threads: int, inter_op_threads: 
     so.inter_op_num_threads = inter_op_threads
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = _OPT_LEVELS[model.engine.graph_optimization]
-    # One budget for the whole process: ORT must not spin extra threads while idle.
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     so.add_session_config_entry("session.inter_op.allow_spinning", "0")
     available = set(ort.get_available_providers())
     providers = [p for p in provider_list(model) if (p if isinstance(p, str) else p[0]) in available]

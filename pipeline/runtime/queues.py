@@ -6,8 +6,9 @@ stays flat when the pipeline is slower than the camera (GStreamer's `leaky=downs
 End-of-stream markers are never dropped.
 
 `LaneQueue` is the fan-in in front of a batcher: one lane per camera, each with its own
-capacity and policy, read round-robin so one busy camera cannot starve the others
-(the idea of DeepStream's `nvstreammux`).
+capacity and policy (the idea of DeepStream's `nvstreammux`), read oldest frame first
+across the lanes, so no camera waits longer than another and the oldest frame, the
+one that sets the latency tail, always goes next.
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ class BoundedQueue(Generic[T]):
         self._items: deque = deque()
         self._cond = threading.Condition()
         self._closed = False
+        self._wakeups = 0
         self.dropped = 0
         self.high_water = 0
 
@@ -67,19 +69,26 @@ class BoundedQueue(Generic[T]):
         return False
 
     def get(self, timeout: float | None = None) -> T | None:
-        """The next item, or None when `timeout` passes first."""
+        """The next item, or None when `timeout` passes (or `wake()` is called) first."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
+            wakeups = self._wakeups
             while not self._items:
                 if self._closed:
                     raise QueueClosed(self.name)
                 remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
+                if (remaining is not None and remaining <= 0) or self._wakeups != wakeups:
                     return None
                 self._cond.wait(remaining if remaining is not None else 0.1)
             item = self._items.popleft()
             self._cond.notify_all()
             return item
+
+    def wake(self) -> None:
+        """Wake a waiting `get` early (it returns None when nothing arrived)."""
+        with self._cond:
+            self._wakeups += 1
+            self._cond.notify_all()
 
     def close(self) -> None:
         """Wake every waiter with `QueueClosed` (abort path); pending items are discarded."""
@@ -93,24 +102,48 @@ class BoundedQueue(Generic[T]):
 
 
 class LaneQueue:
-    """Per-camera lanes read round-robin; `collect` forms one dynamic batch."""
+    """Per-camera lanes read oldest frame first; `collect` forms one dynamic batch."""
 
     def __init__(self, name: str, on_drop: DropHook | None = None):
         self.name = name
         self.on_drop = on_drop
         self._lanes: dict[str, BoundedQueue] = {}
-        self._order: list[str] = []
-        self._next = 0
         self._cond = threading.Condition()
         self._closed = False
+        self.read_budget = 1          # frames of file cameras waiting at once, all lanes together
+        self._readers: deque = deque()  # file cameras waiting for their turn to read, first come first
 
     def add_lane(self, key: str, size: int, policy: str) -> None:
         with self._cond:
             self._lanes[key] = _Lane(f"{self.name}[{key}]", size, policy, self._cond, self.on_drop)
-            self._order.append(key)
 
     def lane(self, key: str) -> "BoundedQueue":
         return self._lanes[key]
+
+    def remove_lane(self, key: str) -> None:
+        """A camera ended: its (empty) lane goes."""
+        with self._cond:
+            self._lanes.pop(key, None)
+
+    def wait_turn(self, key: str) -> None:
+        """A file camera may read its next frame: its lane has room, fewer than
+        `read_budget` file frames wait in all lanes together, and no camera has waited
+        longer. Files read this way are read on demand: a frame's latency starts when it
+        can go on at once, and cameras take turns."""
+        lane = self._lanes[key]
+        with self._cond:
+            self._readers.append(key)
+            try:
+                while True:
+                    if self._closed:
+                        raise QueueClosed(self.name)
+                    waiting = sum(len(q._items) for q in self._lanes.values() if q.policy == "block")
+                    if self._readers[0] == key and len(lane._items) < lane.size and waiting < self.read_budget:
+                        return
+                    self._cond.wait(0.1)
+            finally:
+                self._readers.remove(key)
+                self._cond.notify_all()
 
     def put(self, key: str, item: object) -> None:
         self._lanes[key].put(item)
@@ -128,29 +161,33 @@ class LaneQueue:
     def high_water(self) -> int:
         return max((q.high_water for q in self._lanes.values()), default=0)
 
-    def _take_round_robin(self, limit: int, out: list) -> bool:
-        """Move up to `limit` items into `out`, one lane at a time; True when an EOS was taken."""
-        progressed = True
-        while len(out) < limit and progressed:
-            progressed = False
-            for _ in range(len(self._order)):
-                key = self._order[self._next % len(self._order)]
-                self._next += 1
-                lane = self._lanes[key]
+    def _take_oldest(self, limit: int, out: list) -> bool:
+        """Move up to `limit` items into `out`, always the oldest waiting frame across the
+        lanes (earliest capture first: the latency-optimal order, and fair between cameras
+        in time); True when an end of stream was taken (it flushes the batch)."""
+        while len(out) < limit:
+            best, best_t = None, None
+            for lane in self._lanes.values():
                 if lane._items:
-                    item = lane._items.popleft()
-                    out.append(item)
-                    progressed = True
-                    if isinstance(item, EndOfStream):
-                        return True
-                    if len(out) >= limit:
-                        break
+                    head = lane._items[0]
+                    t = getattr(head, "t_capture", float("-inf"))  # an end of stream: at once
+                    if best_t is None or t < best_t:
+                        best, best_t = lane, t
+            if best is None:
+                return False
+            item = best._items.popleft()
+            out.append(item)
+            if isinstance(item, EndOfStream):
+                return True
         return False
 
-    def collect(self, max_items: int, max_wait_s: float, poll_s: float = 0.1) -> list:
-        """One batch: returns as soon as `max_items` are held, the first item has waited
-        `max_wait_s`, or an end-of-stream marker arrives (it flushes what is held). Returns
-        an empty list after `poll_s` with nothing to do, so the caller can check for stop."""
+    def collect(self, max_items: int, max_wait_s: float = 0.0, hold: Callable[[], bool] | None = None,
+                poll_s: float = 0.1) -> list:
+        """One batch of up to `max_items`, oldest frames first. Waits up to `poll_s` for a first
+        item (else returns an empty list, so the caller can check for stop). With fewer
+        than `max_items` waiting it returns at once, unless `hold()` says holding costs
+        nothing now (every worker is busy anyway): then it waits for more, at most until
+        `max_wait_s` after the first item was seen. An end of stream flushes what is held."""
         out: list = []
         with self._cond:
             while not any(q._items for q in self._lanes.values()):
@@ -160,10 +197,10 @@ class LaneQueue:
                     return out
             deadline = time.monotonic() + max_wait_s
             while True:
-                if self._take_round_robin(max_items, out):
+                if self._take_oldest(max_items, out):
                     break
                 self._cond.notify_all()
-                if len(out) >= max_items:
+                if len(out) >= max_items or hold is None or not hold():
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self._closed:
@@ -171,6 +208,11 @@ class LaneQueue:
                 self._cond.wait(remaining)
             self._cond.notify_all()
         return out
+
+    def wake(self) -> None:
+        """Re-evaluate a held batch (a worker has freed up)."""
+        with self._cond:
+            self._cond.notify_all()
 
     def close(self) -> None:
         with self._cond:

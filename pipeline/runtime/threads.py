@@ -48,12 +48,14 @@ class EnginePlan:
     workers: int            # dispatcher threads (0 in async mode)
     max_inflight: int       # batches submitted and not yet consumed
     shared: bool = False    # its workers are the process's shared CPU pool
+    idle_intra_op_threads: int = 0  # >1: a second session for lone batches while nothing else runs
 
     def threads(self) -> int:
-        """Threads this session adds: its own dispatcher workers plus ORT's intra-op pool
-        (the calling thread is one of the intra-op threads, so the pool has intra - 1)."""
+        """Threads this session adds: its own dispatcher workers plus ORT's intra-op pools
+        (the calling thread is one of the intra-op threads, so a pool has intra - 1)."""
         own = 0 if self.shared else self.workers
-        return own + (self.intra_op_threads - 1) * (self.workers if self.mode == "thread" else 1)
+        wide = max(0, self.idle_intra_op_threads - 1)
+        return own + (self.intra_op_threads - 1) * (self.workers if self.mode == "thread" else 1) + wide
 
     def with_workers(self, workers: int) -> "EnginePlan":
         return replace(self, workers=workers, max_inflight=workers + 1, shared=False)
@@ -77,9 +79,10 @@ def plan_engine(model: ModelConfig, cores: int, on_gpu: bool, shared_pool: bool 
         return EnginePlan("async", intra, 0, e.max_inflight or 2)
     shared = shared_pool and not on_gpu and e.workers is None and intra == 1
     workers = e.workers or (1 if on_gpu else max(1, cores // intra))
+    idle = min(e.idle_intra_op_threads or 0, cores) if not on_gpu else 0
     # One batch more than there are workers: a finishing worker finds the next batch
     # already prepared instead of waiting for the batcher.
-    return EnginePlan("thread", intra, workers, e.max_inflight or workers + 1, shared)
+    return EnginePlan("thread", intra, workers, e.max_inflight or workers + 1, shared, idle if idle > 1 else 0)
 
 
 @dataclass

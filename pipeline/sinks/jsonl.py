@@ -48,9 +48,10 @@ def frame_record(frame: Frame) -> dict:
 class JsonlWriter:
     """Thread-safe appender; one instance per output file, opened on its first line."""
 
-    def __init__(self, path: str, flush_s: float = 1.0):
+    def __init__(self, path: str, flush_s: float = 1.0, append: bool = False):
         self.path = path
         self.flush_s = flush_s
+        self.append = append  # a camera resumed elsewhere continues its file
         self._file: IO[str] | None = None
         self._closed = False
         self._flushed = time.monotonic()
@@ -63,12 +64,16 @@ class JsonlWriter:
                 return
             if self._file is None:
                 os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-                self._file = open(self.path, "w", encoding="utf-8")
+                self._file = open(self.path, "a" if self.append else "w", encoding="utf-8")
             self._file.write(line)
             now = time.monotonic()
             if now - self._flushed >= self.flush_s:
                 self._file.flush()
                 self._flushed = now
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
         with self._lock:

@@ -17,7 +17,7 @@ import threading
 import time
 
 from pipeline.config import OutputsConfig
-from pipeline.frames import EndOfStream, Frame, Item
+from pipeline.frames import EndOfStream, Frame, Item, Resume
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.queues import BoundedQueue, QueueClosed
 from pipeline.runtime.stage import RunControl
@@ -39,31 +39,40 @@ class SinkStage:
         self.queues = [BoundedQueue(f"sink[{i}]", queue_size, "block") for i in range(self.workers)]
         for q in self.queues:
             metrics.queues[q.name] = q
-        self.route = {cam: self.queues[i % self.workers] for i, cam in enumerate(cameras)}
-        self.live = live or set()
+        self.route: dict[str, BoundedQueue] = {}
         self.video: dict[str, VideoWriter] = {}
         self.jsonl: dict[str, JsonlWriter] = {}
         self.failed: dict[str, str] = {}  # "camera/output" -> why it stopped
         self._shared_jsonl: JsonlWriter | None = None
-        self.pending = set(cameras)
+        if outputs.jsonl.enabled and "{camera}" not in outputs.jsonl.filename:
+            self._shared_jsonl = JsonlWriter(os.path.join(outputs.dir, outputs.jsonl.filename), outputs.jsonl.flush_s)
+        self.pending: set[str] = set()
         self.done = threading.Event()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        self._open_writers(cameras)
+        for cam in cameras:
+            self.add_camera(cam, cam in (live or set()))
 
-    def _open_writers(self, cameras: list[str]) -> None:
+    def add_camera(self, cam: str, live: bool, resume: Resume = Resume()) -> None:
+        """Open the outputs of a camera (at start-up, or one added while running)."""
         out = self.outputs
+        with self._lock:
+            loads = {id(q): 0 for q in self.queues}
+            for routed in self.route.values():
+                loads[id(routed)] += 1
+            self.route[cam] = min(self.queues, key=lambda q: loads[id(q)])  # the worker with fewest cameras
+            self.pending.add(cam)
+            self.done.clear()
+        self.failed = {k: v for k, v in self.failed.items() if not k.startswith(f"{cam}/")}
         if out.jsonl.enabled:
-            if "{camera}" in out.jsonl.filename:
-                for cam in cameras:
-                    self.jsonl[cam] = JsonlWriter(out.jsonl_path(cam), out.jsonl.flush_s)
-            else:
-                self._shared_jsonl = JsonlWriter(os.path.join(out.dir, out.jsonl.filename), out.jsonl.flush_s)
-                self.jsonl = {cam: self._shared_jsonl for cam in cameras}
+            if self._shared_jsonl is not None and self._shared_jsonl.closed:  # every camera had ended
+                self._shared_jsonl = JsonlWriter(self._shared_jsonl.path, out.jsonl.flush_s, append=True)
+            self.jsonl[cam] = self._shared_jsonl or JsonlWriter(out.jsonl_path(cam), out.jsonl.flush_s, resume.append)
         if out.video.enabled:
-            for cam in cameras:
-                fragmented = out.video.fragmented if out.video.fragmented is not None else cam in self.live
-                self.video[cam] = VideoWriter(out.video_path(cam), out.video, fragmented=fragmented)
+            # live cameras (and cameras that may move between machines) write crash-safe fragmented MP4
+            fragmented = out.video.fragmented if out.video.fragmented is not None else live or resume.segment > 0
+            self.video[cam] = VideoWriter(out.video_path(cam), out.video, fragmented=fragmented,
+                                          segment=resume.segment)
 
     def emit(self, item: Item) -> None:
         self.route[item.camera].put(item)
@@ -79,7 +88,6 @@ class SinkStage:
             t.join(timeout)
 
     def _loop(self, q: BoundedQueue) -> None:
-        mine = [cam for cam, routed in self.route.items() if routed is q]
         try:
             while not self.control.abort.is_set():
                 item = q.get(timeout=0.2)
@@ -92,8 +100,8 @@ class SinkStage:
         except QueueClosed:
             pass
         finally:
-            for cam in mine:  # abort path: finalise whatever is still open
-                self._close_camera(cam)
+            for cam in [c for c, routed in list(self.route.items()) if routed is q]:
+                self._close_camera(cam)  # abort path: finalise whatever is still open
 
     def _fail(self, cam: str, output: str, error: BaseException) -> None:
         why = f"{type(error).__name__}: {getattr(error, 'strerror', None) or error}"
@@ -148,6 +156,10 @@ class SinkStage:
         if jw is not None and jw is not self._shared_jsonl:
             jw.close()
         with self._lock:
+            self.route.pop(cam, None)
+            self.video.pop(cam, None)
+            if jw is not self._shared_jsonl:
+                self.jsonl.pop(cam, None)
             if not self.pending:
                 if self._shared_jsonl is not None:
                     self._shared_jsonl.close()

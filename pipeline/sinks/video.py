@@ -77,14 +77,23 @@ def _reason(e: BaseException) -> str:
     return text.strip().splitlines()[0] if text.strip() else type(e).__name__
 
 
+def segment_path(path: str, segment: int) -> str:
+    """The file of a camera's video segment: `cam.mp4`, then `cam.part1.mp4`, ..."""
+    if segment == 0:
+        return path
+    stem, ext = os.path.splitext(path)
+    return f"{stem}.part{segment}{ext}"
+
+
 class VideoWriter:
-    def __init__(self, path: str, config: VideoOutputConfig, encoder_threads: int = 1, fragmented: bool = False):
+    def __init__(self, path: str, config: VideoOutputConfig, encoder_threads: int = 1, fragmented: bool = False,
+                 segment: int = 0):
         self.path = path
         self.fragmented = fragmented
         self.config = config
         self.codec = config.codec
         self.encoder_threads = encoder_threads
-        self.segment = 0
+        self.segment = segment  # a camera resumed elsewhere continues in its next segment
         self._container: av.container.OutputContainer | None = None
         self._stream = None
         self._size: tuple[int, int] | None = None
@@ -92,14 +101,8 @@ class VideoWriter:
         self._last_pts = -1
         self._time_base: Fraction | None = None
 
-    def _segment_path(self) -> str:
-        if self.segment == 0:
-            return self.path
-        stem, ext = os.path.splitext(self.path)
-        return f"{stem}.part{self.segment}{ext}"
-
     def _open(self, frame: Frame, width: int, height: int) -> None:
-        path = self._segment_path()
+        path = segment_path(self.path, self.segment)
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         self._time_base = frame.time_base if frame.time_base else Fraction(1, 90000)
         container = self._container_for(path)

@@ -23,12 +23,14 @@ LIVE_TIME_BASE = Fraction(1, 90000)
 
 
 class Timeline:
-    def __init__(self, camera: str, network: bool, loop: bool, clock: Callable[[], float] = time.perf_counter):
+    def __init__(self, camera: str, network: bool, loop: bool, clock: Callable[[], float] = time.perf_counter,
+                 phase_s: float = 0.0):
         self.camera = camera
         self.network = network
         self.loop = loop
         self.clock = clock
         self.started = clock()
+        self.phase_s = phase_s  # a paced file's first frame is due this long after the start
         self._last: int | None = None          # last pts handed out (in the output time base)
         self._connection_base: int | None = None
         self._pass_base: int | None = None
@@ -81,4 +83,4 @@ class Timeline:
         """When a paced frame is due on the clock (the first frame: at the start)."""
         if self._paced_origin is None:
             self._paced_origin = pts
-        return self.started + float((pts - self._paced_origin) * time_base)
+        return self.started + self.phase_s + float((pts - self._paced_origin) * time_base)

@@ -39,7 +39,8 @@ LOG_EVERY_BAD_PACKET = 100  # after the first one, log every Nth: a damaged stre
 
 class VideoSource:
     def __init__(self, config: SourceConfig, preprocess: Preprocessor, put: Callable[[Item], None],
-                 metrics: Metrics, control: RunControl, max_frames: int | None = None):
+                 metrics: Metrics, control: RunControl, max_frames: int | None = None,
+                 room: Callable[[], None] | None = None, start_at: int = 0):
         self.config = config
         self.camera = config.id
         self.preprocess = preprocess
@@ -47,6 +48,9 @@ class VideoSource:
         self.metrics = metrics
         self.control = control
         self.max_frames = max_frames
+        self.room = room  # files: wait for room in the lane before reading the next frame
+        self.start_at = start_at  # frames before it were processed elsewhere (a camera resumed)
+        self.stop_event = threading.Event()  # this camera only (removed while the others go on)
         self.stats: CameraStats = metrics.camera(self.camera)
         self.gate = FrameGate(config.stride, config.max_fps)
         self.reconnect = Reconnect(config.reconnect)
@@ -58,6 +62,14 @@ class VideoSource:
     def start(self) -> None:
         self._thread.start()
 
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self) -> None:
+        """Stop this camera only: it ends as if signalled; its frames drain as usual."""
+        self.stop_event.set()
+
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
 
@@ -68,18 +80,19 @@ class VideoSource:
             log_fn("camera %s: %s%s", self.camera, state, f" ({detail})" if detail else "")
 
     def _stopping(self) -> bool:
-        return self.control.stop.is_set() or (self.max_frames is not None and self._seq >= self.max_frames)
+        return (self.control.stop.is_set() or self.stop_event.is_set()
+                or (self.max_frames is not None and self._seq >= self.max_frames))
 
     # -- the thread ---------------------------------------------------------------------
     def _run(self) -> None:
         eos = EndOfStream(self.camera, "eof")
-        self.timeline = Timeline(self.camera, self.config.network, self.config.loop)
+        self.timeline = Timeline(self.camera, self.config.network, self.config.loop, phase_s=self.config.phase_s)
         try:
             if self.config.network:
                 self._run_live()
             else:
                 self._run_file()
-            if self.control.stop.is_set():
+            if self.control.stop.is_set() or self.stop_event.is_set():
                 eos.reason = "stopped"
         except SourceError as e:
             eos.reason, eos.error = "failed", str(e)
@@ -169,7 +182,11 @@ class VideoSource:
             log.warning("camera %s: skipped an unreadable packet (%d so far): %s", self.camera, n, message)
 
     def _pump(self, connection: Connection) -> None:
-        """Emit every frame of one connection."""
+        """Emit every frame of one connection. A file is read on demand: its next frame is
+        decoded when the lane has room for it, so its latency starts when it is read (as
+        in a loop that reads a frame when it is ready for one), not while it waits."""
+        if self.room is not None:
+            self.room()
         for vf in connection.frames(self._stopping):
             if self.config.network:
                 self.reconnect.frame()
@@ -179,16 +196,20 @@ class VideoSource:
             self._emit(vf, connection)
             if self._stopping():
                 return
+            if self.room is not None:
+                self.room()
 
     def _emit(self, vf: av.VideoFrame, connection: Connection) -> None:
         assert self.timeline is not None
         now = time.perf_counter()
         seq = self._seq
         self._seq += 1
-        self.metrics.frame_in(self.camera)
         tb = self.timeline.time_base(connection.time_base)
         pts = self.timeline.pts(vf.pts, connection.time_base, connection.rate)
-        reason = self.gate.reject(seq, float(pts * tb))
+        reason = self.gate.reject(seq, float(pts * tb))  # also for skipped frames: the same frames are kept
+        if seq < self.start_at:
+            return  # processed before this camera moved here
+        self.metrics.frame_in(self.camera)
         if reason:
             self.metrics.drop(self.camera, reason)
             return

@@ -136,7 +136,7 @@ class CameraAnalytics:
 class AnalyticsStage(Stage):
     def __init__(self, spec: AnalyticsSpec, names: ClassNames, metrics: Metrics, control: RunControl,
                  queue_size: int):
-        super().__init__(spec.stage_name, metrics, control, queue_size)
+        super().__init__(spec.stage_name, metrics, control, queue_size, inline=spec.threads == 0)
         self.names = names
         self.forget_after = spec.forget_after
         self.cameras = {cam: CameraAnalytics([Line(s) for s in c.lines], [Zone(s) for s in c.zones])

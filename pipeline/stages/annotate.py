@@ -114,7 +114,7 @@ def draw(image: np.ndarray, frame: Frame) -> None:
 
 class AnnotateStage(Stage):
     def __init__(self, spec: AnnotateSpec, metrics: Metrics, control: RunControl, queue_size: int):
-        super().__init__(spec.stage_name, metrics, control, queue_size)
+        super().__init__(spec.stage_name, metrics, control, queue_size, inline=spec.threads == 0)
 
     @classmethod
     def from_spec(cls, spec: AnnotateSpec, ctx: BuildContext) -> "AnnotateStage":

@@ -78,6 +78,7 @@ class ClassifyStage(InferenceStage):
         self._tracks: dict[str, dict[int, _TrackLabel]] = defaultdict(dict)
         self._lock = threading.Lock()
         self.counters = metrics.stages[self.name].counters
+        engine.on_free(self._worker_freed)
 
     @classmethod
     def from_spec(cls, spec: ClassifySpec, ctx: BuildContext) -> "ClassifyStage":
@@ -85,7 +86,20 @@ class ClassifyStage(InferenceStage):
                    ctx.control, ctx.queue_size)
 
     # -- input side ---------------------------------------------------------------------
+    def _worker_freed(self) -> None:
+        self.input.wake()
+
+    def _batch_due(self) -> bool:
+        """Submit the crops held now: a worker is idle (never hold a crop then), or the
+        engine's preferred batch is full."""
+        return bool(self._inputs) and (self.engine.has_idle_worker() or len(self._inputs) >= self._want())
+
+    def _want(self) -> int:
+        return min(self.model.batching.max_batch, self.engine.preferred_batch)
+
     def feed_loop(self) -> None:
+        """Crops of many frames form a batch only while every worker is busy anyway (and at
+        most `max_wait_ms`): the same work-conserving rule as the detector's batcher."""
         wait_s = self.model.batching.max_wait_ms / 1000.0
         while not self.control.abort.is_set():
             timeout = 0.2
@@ -93,7 +107,7 @@ class ClassifyStage(InferenceStage):
                 timeout = max(0.0, self._first_crop_at + wait_s - time.perf_counter())
             item = self.input.get(timeout=timeout)
             if item is None:
-                if self._inputs:
+                if self._inputs and (self._batch_due() or time.perf_counter() >= self._first_crop_at + wait_s):
                     self._flush()
                 continue
             if isinstance(item, EndOfStream):
@@ -102,7 +116,7 @@ class ClassifyStage(InferenceStage):
                 self.pass_through(item)
                 continue
             self._take(item)
-            if len(self._inputs) >= self.model.batching.max_batch:
+            if self._batch_due():
                 self._flush()
 
     def _take(self, frame: Frame) -> None:
@@ -132,7 +146,7 @@ class ClassifyStage(InferenceStage):
                     self._first_crop_at = time.perf_counter()
                 self._inputs.append(tensor)
                 self._refs.append((pending, r, state))
-                if len(self._inputs) >= self.model.batching.max_batch:
+                if len(self._inputs) >= self._want():
                     self._flush()
         except Exception as e:
             contain(self.metrics, self.name, frame, e)

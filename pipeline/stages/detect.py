@@ -1,9 +1,10 @@
 """The detector stage: dynamic batching across cameras, asynchronous inference, decode + NMS.
 
 Two threads and no waiting on inference:
-- the batcher waits until the engine can take a batch, then forms it round-robin from
-  the per-camera lanes (`max_batch`, holding for up to `max_wait_ms` only where a larger
-  batch pays), stamps each frame's gap-free `order`, and submits it;
+- the batcher waits until the engine can take a batch, then forms it from the
+  per-camera lanes, oldest frame first: at once when a worker is idle, else (every worker busy) up to
+  the engine's preferred batch or `max_wait_ms`; it stamps each frame's gap-free
+  `order` and submits;
 - the completion thread decodes each finished batch (layout decode, score filter,
   class-aware NMS, boxes back to frame pixels) and releases frames per camera in order.
 Preprocessing itself runs in each camera's source thread (see `sources.video`).
@@ -33,6 +34,7 @@ class DetectStage(InferenceStage):
         metrics.queues[f"{name}.lanes"] = self.lanes
         del metrics.queues[name]
         self._orders: dict[str, int] = {}
+        engine.on_free(self.lanes.wake)
 
     @classmethod
     def from_spec(cls, spec: DetectSpec, ctx: BuildContext) -> "DetectStage":
@@ -52,11 +54,16 @@ class DetectStage(InferenceStage):
         return n
 
     def feed_loop(self) -> None:
-        b = self.model.batching
+        """Work-conserving batching: wait for room in the engine first, then take what is
+        waiting. A frame never waits while a worker is idle; frames are held back for a
+        fuller batch only while every worker is busy anyway, and only up to the engine's
+        preferred batch (where batching really saves cost per item: on a GPU, not on a CPU)."""
+        max_wait = self.model.batching.max_wait_ms / 1000.0
         while not self.control.abort.is_set():
             if not self.engine.wait_ready(timeout=0.2):
                 continue
-            items = self.lanes.collect(b.max_batch, b.max_wait_ms / 1000.0)
+            want = min(self.model.batching.max_batch, self.engine.preferred_batch)
+            items = self.lanes.collect(want, max_wait, hold=lambda: not self.engine.has_idle_worker())
             frames: list[Frame] = []
             for item in items:
                 item.order = self._next_order(item.camera)
@@ -67,6 +74,8 @@ class DetectStage(InferenceStage):
                 self.submit([f.tensor for f in frames], frames)
             for item in items:
                 if isinstance(item, EndOfStream):
+                    self.lanes.remove_lane(item.camera)
+                    self._orders.pop(item.camera, None)
                     self.pass_through(item)
 
     def complete(self, frames: list[Frame], result: Chunks | BaseException) -> list[Frame]:  # type: ignore[override]

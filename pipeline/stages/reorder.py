@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import itertools
 
-from pipeline.frames import Item
+from pipeline.frames import EndOfStream, Item
 
 
 class Reorderer:
@@ -33,4 +33,6 @@ class Reorderer:
         self._next[cam] = expected
         if not heap:
             del self._held[cam]
+        if out and isinstance(out[-1], EndOfStream):
+            self._next.pop(cam, None)  # the camera ended; a camera added later with its id starts afresh
         return out

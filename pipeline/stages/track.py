@@ -179,7 +179,7 @@ class TrackStage(Stage):
     """Per-camera trackers; frames arrive in order (the detector restores it)."""
 
     def __init__(self, spec: TrackSpec, metrics: Metrics, control: RunControl, queue_size: int):
-        super().__init__(spec.stage_name, metrics, control, queue_size)
+        super().__init__(spec.stage_name, metrics, control, queue_size, inline=spec.threads == 0)
         self.spec = spec
         self.trackers: dict[str, ByteTracker] = {}
 

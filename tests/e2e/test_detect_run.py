@@ -156,7 +156,8 @@ def test_batching_across_four_cameras_equals_unbatched_runs(tmp_path, short_clip
     results = {}
     for name, max_batch in (("unbatched", 1), ("batched", 8)):
         cfg = {"sources": four_cameras(short_clips),
-               "models": {"det": detector_model(model_path, batching={"max_batch": max_batch, "max_wait_ms": 50})},
+               "models": {"det": detector_model(model_path, batching={"max_batch": max_batch, "max_wait_ms": 50,
+                                                                     "preferred": max_batch})},
                "graph": [{"detect": {"model": "det"}}], "outputs": {"video": {"enabled": False}}}
         snap = run_pipeline(cfg, write_config, str(tmp_path / name), max_frames=20)
         results[name] = by_camera(read_jsonl(str(tmp_path / name / "detections.jsonl")))

@@ -8,8 +8,9 @@ from pipeline.frames import EndOfStream, Frame
 from pipeline.runtime.queues import BoundedQueue, LaneQueue, QueueClosed
 
 
-def frame(cam: str, seq: int) -> Frame:
-    return Frame(camera=cam, seq=seq, pts=seq, time_base=None, image=None, t_capture=0.0)  # type: ignore[arg-type]
+def frame(cam: str, seq: int, t: float | None = None) -> Frame:
+    return Frame(camera=cam, seq=seq, pts=seq, time_base=None, image=None,  # type: ignore[arg-type]
+                 t_capture=float(seq) if t is None else t)
 
 
 def test_drop_oldest_never_blocks_and_counts_drops():
@@ -68,25 +69,45 @@ def test_close_wakes_blocked_producers_and_consumers():
         q.get(0.1)
 
 
-def test_lanes_are_read_round_robin():
+def test_lanes_give_the_oldest_frame_first_whatever_its_camera():
     lanes = LaneQueue("l")
     for cam in ("a", "b", "c"):
         lanes.add_lane(cam, 10, "block")
     for i in range(6):
-        lanes.put("a", frame("a", i))
-    lanes.put("b", frame("b", 0))
-    lanes.put("c", frame("c", 0))
+        lanes.put("a", frame("a", i, t=10.0 + i))
+    lanes.put("b", frame("b", 0, t=11.5))
+    lanes.put("c", frame("c", 0, t=9.0))
     batch = lanes.collect(4, 0.0)
-    assert sorted(f.camera for f in batch) == ["a", "a", "b", "c"]
+    assert [(f.camera, f.seq) for f in batch] == [("c", 0), ("a", 0), ("a", 1), ("b", 0)]
 
 
-def test_collect_waits_at_most_max_wait_for_a_full_batch():
+def test_a_partial_batch_is_held_only_while_holding_is_free_and_at_most_max_wait():
     lanes = LaneQueue("l")
     lanes.add_lane("a", 10, "block")
     lanes.put("a", frame("a", 0))
     t0 = time.monotonic()
-    batch = lanes.collect(4, 0.05)
+    assert len(lanes.collect(4, 60.0)) == 1 and time.monotonic() - t0 < 1  # nobody says hold: at once
+    lanes.put("a", frame("a", 1))
+    t0 = time.monotonic()
+    batch = lanes.collect(4, 0.05, hold=lambda: True)  # every worker busy: wait for more, up to max_wait
     assert len(batch) == 1 and time.monotonic() - t0 >= 0.045
+
+
+def test_a_held_batch_goes_when_a_worker_frees_up():
+    lanes = LaneQueue("l")
+    lanes.add_lane("a", 10, "block")
+    lanes.put("a", frame("a", 0))
+    busy = [True]
+
+    def free() -> None:
+        time.sleep(0.05)
+        busy[0] = False
+        lanes.wake()
+
+    threading.Thread(target=free).start()
+    t0 = time.monotonic()
+    assert len(lanes.collect(4, 60.0, hold=lambda: busy[0])) == 1
+    assert 0.04 <= time.monotonic() - t0 < 5
 
 
 def test_collect_returns_as_soon_as_the_batch_is_full():
@@ -94,7 +115,7 @@ def test_collect_returns_as_soon_as_the_batch_is_full():
     lanes.add_lane("a", 10, "block")
     for i in range(4):
         lanes.put("a", frame("a", i))
-    assert [f.seq for f in lanes.collect(4, 60.0)] == [0, 1, 2, 3]
+    assert [f.seq for f in lanes.collect(4, 60.0, hold=lambda: True)] == [0, 1, 2, 3]
 
 
 def test_end_of_stream_flushes_the_partial_batch():
@@ -102,7 +123,7 @@ def test_end_of_stream_flushes_the_partial_batch():
     lanes.add_lane("a", 10, "block")
     lanes.put("a", frame("a", 0))
     lanes.put("a", EndOfStream("a"))
-    batch = lanes.collect(8, 60.0)
+    batch = lanes.collect(8, 60.0, hold=lambda: True)
     assert len(batch) == 2 and isinstance(batch[-1], EndOfStream)
 
 

@@ -105,10 +105,13 @@ def test_an_rtsp_stream_goes_through_the_whole_pipeline(tmp_path, server, model_
     p.close()
     snap = p.snapshot()
     cam = snap["cameras"]["door"]
-    assert cam["processed"] == 30 and cam["state"] == "ended" and cam["reconnects"] == 0
-    assert frame_count(str(tmp_path / "out" / "door.mp4")) == 30
+    dropped = sum(cam["dropped"].values())  # a live lane keeps the newest frame only: a burst may drop one
+    assert cam["processed"] + dropped == 30 and cam["processed"] >= 25
+    assert cam["state"] == "ended" and cam["reconnects"] == 0
+    assert frame_count(str(tmp_path / "out" / "door.mp4")) == cam["processed"]
     records = read_jsonl(str(tmp_path / "out" / "detections.jsonl"))
-    assert [r["seq"] for r in records] == list(range(30))
+    seqs = [r["seq"] for r in records]
+    assert len(seqs) == cam["processed"] and seqs == sorted(set(seqs)) and seqs[-1] <= 29
     times = [r["time"] for r in records]
     assert all(b > a for a, b in zip(times, times[1:]))  # a live timeline, strictly increasing
     assert 1.0 < times[-1] - times[0] < 4.0  # 29 intervals of a 15 fps camera

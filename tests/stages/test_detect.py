@@ -53,7 +53,7 @@ def run_stage(stage: DetectStage, items: list, cameras: list[str], timeout: floa
 def test_out_of_order_completions_leave_in_camera_order_with_their_own_results():
     model = e2e_model(max_batch=3, max_wait_ms=1)
     rng = random.Random(4)
-    engine = FakeEngine(echo_boxes, (3, SIZE, SIZE), max_inflight=4, delay=lambda i: rng.uniform(0, 0.03))
+    engine = FakeEngine(echo_boxes, (3, SIZE, SIZE), max_inflight=4, workers=4, delay=lambda n: rng.uniform(0, 0.03))
     stage = DetectStage("detect", model, engine, Metrics(), RunControl(), 4)  # type: ignore[arg-type]
     pre = Preprocessor(model)
     items = [frame(cam, i, pre) for i in range(60) for cam in ("a", "b")]
@@ -66,3 +66,46 @@ def test_out_of_order_completions_leave_in_camera_order_with_their_own_results()
         for f in mine[:-1]:
             assert f.detections is not None and f.detections.xyxy[0, 0] == np.float32((f.seq % 200) / 32)
             assert f.tensor is None  # the model input is released once decoded
+
+
+def test_batches_are_full_under_load_where_batching_pays():
+    """A model whose batch of 8 costs little more than a batch of 1 (a GPU's shape): with
+    frames waiting and the worker busy, the batcher fills batches to 8."""
+    model = e2e_model(max_batch=8, max_wait_ms=200)
+    engine = FakeEngine(echo_boxes, (3, SIZE, SIZE), max_inflight=2, workers=1, preferred_batch=8,
+                        delay=lambda n: 0.02 + 0.002 * n)
+    stage = DetectStage("detect", model, engine, Metrics(), RunControl(), 4)  # type: ignore[arg-type]
+    pre = Preprocessor(model)
+    cams = [f"c{i}" for i in range(4)]
+    items = [frame(cam, i, pre) for i in range(40) for cam in cams] + [EndOfStream(c) for c in cams]
+    out = run_stage(stage, items, cams)
+    assert sum(isinstance(x, Frame) for x in out) == 160
+    full = sum(b == 8 for b in engine.batches)
+    assert full >= 0.8 * len(engine.batches), engine.batches
+
+
+def test_at_light_load_a_frame_reaching_an_idle_engine_is_submitted_at_once():
+    """One camera, frames far apart: each goes alone, immediately, although `max_wait_ms`
+    would allow holding it for half a second."""
+    model = e2e_model(max_batch=8, max_wait_ms=500)
+    engine = FakeEngine(echo_boxes, (3, SIZE, SIZE), max_inflight=2, workers=1, preferred_batch=8, delay=0.01)
+    stage = DetectStage("detect", model, engine, Metrics(), RunControl(), 4)  # type: ignore[arg-type]
+    pre = Preprocessor(model)
+    out: list = []
+    stage.emit = out.append
+    stage.add_camera("a", 4, "block")
+    stage.start()
+    put_at = []
+    for i in range(6):
+        put_at.append(time.perf_counter())
+        stage.lanes.lane("a").put(frame("a", i, pre))
+        time.sleep(0.08)
+    stage.lanes.lane("a").put(EndOfStream("a"))
+    deadline = time.monotonic() + 10
+    while not (out and isinstance(out[-1], EndOfStream)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stage.control.abort.set()
+    stage.close()
+    assert engine.batches == [1] * 6
+    waits = [s - p for s, p in zip(engine.submitted_at, put_at)]
+    assert max(waits) < 0.25, waits  # not held for the 0.5 s max_wait

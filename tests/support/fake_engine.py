@@ -1,7 +1,7 @@
 """A stand-in for `pipeline.engines.engine.Engine` where the model is not the point: the
-same submit / done / consumed protocol and in-flight credits, with outputs computed by a
-function of the batch and a controllable delay per batch (fixed, or chosen per call so
-batches can finish out of order), run on threads of its own."""
+same submit / done / consumed protocol, in-flight credits and idle-worker signals, with
+outputs computed by a function of the batch and a controllable time per batch (a number,
+or a function of the batch size: a cost model), run on `workers` threads of its own."""
 from __future__ import annotations
 
 import threading
@@ -15,11 +15,16 @@ Outputs = Callable[[np.ndarray], list[np.ndarray]]
 
 class FakeEngine:
     def __init__(self, outputs: Outputs, item_shape: tuple[int, int, int] = (3, 8, 8), max_inflight: int = 2,
-                 delay: float | Callable[[int], float] = 0.0):
+                 delay: float | Callable[[int], float] = 0.0, workers: int = 1, preferred_batch: int = 1):
         self.outputs = outputs
         self.item_shape = item_shape
         self.max_inflight = max_inflight
         self.delay = delay
+        self.workers = workers              # runs at once; more wait for a worker
+        self.preferred_batch = preferred_batch
+        self._running = 0
+        self._listeners: list[Callable[[], None]] = []
+        self._slots = threading.Semaphore(workers)
         self.batches: list[int] = []          # sizes of the batches run, in submission order
         self.submitted_at: list[float] = []   # when each batch was submitted
         self.max_seen = 0
@@ -32,6 +37,12 @@ class FakeEngine:
         with self._cond:
             return self._cond.wait_for(lambda: self._inflight < self.max_inflight or self._closed, timeout)
 
+    def has_idle_worker(self) -> bool:
+        return self._running < self.workers
+
+    def on_free(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+
     def submit(self, tensors: list, done, context: object = None) -> None:
         with self._cond:
             self._cond.wait_for(lambda: self._inflight < self.max_inflight or self._closed)
@@ -40,16 +51,23 @@ class FakeEngine:
 
                 raise EngineClosed("fake")
             self._inflight += 1
+            self._running += 1  # counted at once: a run waiting for a worker makes none idle
             self.max_seen = max(self.max_seen, self._inflight)
             index = len(self.batches)
             self.batches.append(len(tensors))
             self.submitted_at.append(time.perf_counter())
         batch = np.stack([t if isinstance(t, np.ndarray) else t.numpy() for t in tensors])
-        delay = self.delay(index) if callable(self.delay) else self.delay
+        delay = self.delay
 
         def run() -> None:
-            time.sleep(delay)
-            done([(len(tensors), self.outputs(batch))], None, context)
+            with self._slots:
+                time.sleep(delay(len(tensors)) if callable(delay) else delay)
+                outputs = self.outputs(batch)
+            with self._cond:
+                self._running -= 1
+            for listener in self._listeners:
+                listener()
+            done([(len(tensors), outputs)], None, context)
 
         t = threading.Thread(target=run, daemon=True)
         self._threads.append(t)

@@ -1,0 +1,92 @@
+"""Timelines without a server: paced files stamped when due, looped files, live
+timelines across reconnects, timestamps that do not increase; the frame gate; the
+reconnect policy."""
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+
+import pytest
+
+from conftest import detector_model
+from pipeline.config import ReconnectConfig
+from pipeline.frames import EndOfStream, Frame
+from pipeline.metrics.registry import Metrics
+from pipeline.runtime.stage import RunControl
+from pipeline.sources.gate import FrameGate
+from pipeline.sources.reconnect import Reconnect
+from pipeline.sources.timeline import LIVE_TIME_BASE, Timeline
+
+
+def test_a_paced_files_frames_are_stamped_at_their_due_time_never_earlier(short_clips, model_path, write_config):
+    from pipeline.config import load_config
+    from pipeline.preprocess import Preprocessor
+    from pipeline.sources.video import VideoSource
+
+    cfg = load_config(write_config({"sources": [{"id": "a", "uri": short_clips["bikes"], "realtime": True}],
+                                    "models": {"det": detector_model(model_path)},
+                                    "graph": [{"detect": {"model": "det"}}]}))
+    got: list[tuple[Frame, float]] = []
+    source = VideoSource(cfg.sources[0], Preprocessor(cfg.detector),
+                         lambda item: got.append((item, time.perf_counter())), Metrics(), RunControl(), max_frames=12)
+    source.start()
+    source.join(30)
+    frames = [(f, t) for f, t in got if isinstance(f, Frame)]
+    assert len(frames) == 12 and isinstance(got[-1][0], EndOfStream)
+    start = source.timeline.started
+    for f, handed_over in frames:
+        due = start + f.pts_seconds - frames[0][0].pts_seconds
+        assert f.t_capture == pytest.approx(due, abs=1e-6)  # the due time, not the (earlier) decode time
+        assert handed_over >= f.t_capture  # and never handed over before it was due
+
+
+def test_a_looped_file_continues_one_frame_after_each_pass():
+    t = Timeline("a", network=False, loop=True)
+    tb, rate = Fraction(1, 25), Fraction(25)
+    first = [t.pts(p, tb, rate) for p in range(3)]
+    t.new_connection()
+    second = [t.pts(p, tb, rate) for p in range(3)]
+    assert first + second == list(range(6))
+
+
+def test_timestamps_that_do_not_increase_step_by_the_frame_rate(caplog):
+    t = Timeline("a", network=False, loop=False)
+    tb, rate = Fraction(1, 1000), Fraction(25)
+    assert [t.pts(p, tb, rate) for p in (0, 0, 0, None)] == [0, 40, 80, 120]
+    assert sum("timestamps do not increase" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_live_timeline_never_rewinds_across_reconnects():
+    clock = [100.0]
+    t = Timeline("a", network=True, loop=False, clock=lambda: clock[0])
+    tb = Fraction(1, 90000)
+    a = [t.pts(p, tb, Fraction(15)) for p in (9000, 15000)]
+    t.new_connection()
+    clock[0] += 0.5
+    b = [t.pts(p, tb, Fraction(15)) for p in (0, 6000)]  # the camera restarted its clock
+    assert a[0] < a[1] < b[0] < b[1] and t.time_base(tb) == LIVE_TIME_BASE
+
+
+def test_the_gate_keeps_every_nth_frame_and_at_most_max_fps_on_the_cameras_clock():
+    gate = FrameGate(stride=2)
+    assert [gate.reject(i, i / 25) for i in range(4)] == [None, "stride", None, "stride"]
+    gate = FrameGate(max_fps=5)
+    kept = [i for i in range(25) if gate.reject(i, i / 25) is None]
+    assert kept == [0, 5, 10, 15, 20]
+
+
+def test_reconnect_backoff_doubles_resets_on_frames_and_gives_up_from_the_last_frame():
+    now = [0.0]
+    rc = Reconnect(ReconnectConfig(initial_s=0.5, max_s=4, give_up_s=10), clock=lambda: now[0], jitter=lambda: 1.0)
+    assert [rc.next_delay() for _ in range(5)] == [0.5, 1.0, 2.0, 4.0, 4.0]
+    rc.frame()
+    assert rc.next_delay() == 0.5  # frames flowed: the backoff starts over
+    now[0] = 3.0
+    rc.lost()  # the stream broke 3 s after its last frame...
+    now[0] = 9.0
+    assert not rc.gave_up() and rc.next_delay() == pytest.approx(1.0)
+    now[0] = 12.5
+    assert rc.gave_up()  # ...and 10 s without a frame ends it, counted from the last frame
+    now[0] = 13.0
+    rc.frame()
+    assert rc.reconnects == 1 and rc.downtime_s == pytest.approx(13.0)  # the real time without frames
