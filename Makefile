@@ -6,12 +6,12 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 ORT    ?= cpu
 
-.PHONY: run test install fetch bench gpu-check docs clean
+.PHONY: run test install fetch bench bench-cluster gpu-check docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[$(ORT),test]"
+	$(PY) -m pip install -q -e ".[$(ORT),test,cluster]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -27,6 +27,10 @@ test: fetch
 
 bench: fetch
 	$(PY) -m pipeline bench --config configs/bench.yaml --frames 150 --live --load-sweep --out bench
+
+# The cluster layer's cost (Ray in a private network namespace: it binds every interface).
+bench-cluster: fetch
+	unshare -n sh -c 'ip link set lo up; $(PY) scripts/cluster_bench.py configs/bench.yaml'
 
 # Uses the venv when present, else the machine's python3 (a GPU image brings its own
 # onnxruntime-gpu; installing it here would overwrite the CPU wheel).

@@ -69,10 +69,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     if cameras is not None and not cameras:
         return _problems(["--cameras: expected camera ids separated by commas"])
     try:
-        checked = check(args.config, args.output, args.report, cameras, for_run=True)
+        checked = check(args.config, args.output, args.report, cameras, for_run=True, cluster=bool(args.cluster))
         if checked.problems:
             return _problems(checked.problems)
         config = checked.config
+        if args.cluster:
+            from pipeline.cluster.ray_run import run_cluster
+
+            checked.close()  # the hosts open their own sessions
+            return run_cluster(config, args.cluster, args.max_frames, args.hosts, args.cpus_per_host,
+                               config.metrics.report)
         pipeline = Pipeline(config, max_frames=args.max_frames, sessions=checked.sessions)
     except ConfigError as e:
         return _problems(e.problems)
@@ -137,6 +143,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if cams and all(c["state"] == "failed" for c in cams) else 0
 
 
+def cmd_cluster(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import yaml
+
+    from pipeline.cluster.ray_run import cluster_command
+    from pipeline.config import SourceConfig
+    from pipeline.config.schema import Reader
+
+    if args.action == "add":
+        if not args.source:
+            return _problems(["--source: required for add, e.g. '{id: door, uri: rtsp://10.0.0.7/stream1}'"])
+        try:
+            raw = yaml.safe_load(args.source)
+        except yaml.YAMLError as e:
+            return _problems([f"--source: invalid YAML: {e}"])
+        r = Reader(Path.cwd())
+        source = r.record(SourceConfig, raw, "--source")
+        if r.problems:
+            return _problems(r.problems)
+        source.queue = source.resolved_queue()
+        args.source = source
+    elif args.action == "remove" and not args.camera:
+        return _problems(["remove: which camera? pipeline cluster remove CAMERA"])
+    return cluster_command(args)
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -178,7 +211,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cameras", help="comma-separated camera ids to run (default: all)")
     run.add_argument("--report", help="write the metrics report as JSON here")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    run.add_argument("--cluster", metavar="ADDRESS",
+                     help="run the cameras on a Ray cluster: local, auto, or a Ray address (pip install '.[cluster]')")
+    run.add_argument("--hosts", type=int, help="with --cluster: pipeline hosts to start (default: one per GPU, "
+                                               "else one per --cpus-per-host CPUs)")
+    run.add_argument("--cpus-per-host", type=int, default=1, help="with --cluster: CPUs each host takes")
     run.set_defaults(func=cmd_run)
+    cluster = sub.add_parser("cluster", help="add, remove or show cameras of a running `run --cluster`")
+    cluster.add_argument("action", choices=["add", "remove", "status"])
+    cluster.add_argument("camera", nargs="?", help="remove: the camera id")
+    cluster.add_argument("--address", default="auto", help="the Ray cluster (default: auto)")
+    cluster.add_argument("--source", help="add: the camera as YAML, e.g. '{id: door, uri: rtsp://...}'")
+    cluster.set_defaults(func=cmd_cluster)
     val = sub.add_parser("validate", help="check a config without running it")
     val.add_argument("--config", required=True)
     val.set_defaults(func=cmd_validate)

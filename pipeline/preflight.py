@@ -17,7 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import cv2
@@ -181,8 +181,23 @@ def port_problem(port: int | None) -> str | None:
     return None
 
 
+def cluster_problems(config: Config) -> tuple[Config, list[str]]:
+    """What `--cluster` needs: a JSON lines file per camera and fragmented video (a host
+    that dies leaves playable files, and its cameras resume from them elsewhere)."""
+    problems = []
+    out = config.outputs
+    if out.jsonl.enabled and "{camera}" not in out.jsonl.filename:
+        problems.append("outputs.jsonl.filename: --cluster needs one file per camera: put {camera} in the name")
+    if not out.jsonl.enabled:
+        problems.append("outputs.jsonl.enabled: --cluster needs the JSON lines (they mark where a camera resumes)")
+    if out.video.fragmented is False:
+        problems.append("outputs.video.fragmented: --cluster needs fragmented video (playable after a host dies)")
+    video = replace(out.video, fragmented=True)
+    return replace(config, outputs=replace(out, video=video)), problems
+
+
 def check(config_path: str, output_dir: str | None = None, report: str | None = None, cameras: list[str] | None = None,
-          for_run: bool = True) -> Checked:
+          for_run: bool = True, cluster: bool = False) -> Checked:
     """Read the config at `config_path` with the command line's overrides and check
     everything; for a run the output folders are created, for `validate` nothing is written."""
     data = load_yaml(config_path)
@@ -196,6 +211,9 @@ def check(config_path: str, output_dir: str | None = None, report: str | None = 
         config = config.with_output_dir(output_dir)
     if report:
         config = config.with_report(report)
+    if cluster:
+        config, found = cluster_problems(config)
+        problems += found
     checked = Checked(config)
     checked.sessions, found = open_models(config)
     problems += found

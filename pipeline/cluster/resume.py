@@ -77,12 +77,13 @@ def trim_video(path: str, frames: int) -> None:
     os.replace(tmp, path)
 
 
-def resume_point(outputs: OutputsConfig, camera: str, live: bool) -> Resume:
-    """Where `camera` continues, with its outputs made consistent with that. File cameras
-    need their own JSON lines file (`{camera}` in `outputs.jsonl.filename`)."""
+def resume_point(outputs: OutputsConfig, camera: str, live: bool) -> tuple[Resume, int]:
+    """Where `camera` continues, with its outputs made consistent with that, and how many
+    of its frames they hold. File cameras need their own JSON lines file (`{camera}` in
+    `outputs.jsonl.filename`)."""
     segments = video_segments(outputs, camera) if outputs.video.enabled else []
     if live:
-        return Resume(start_at=0, segment=len(segments), append=True)
+        return Resume(start_at=0, segment=len(segments), append=True), len(jsonl_lines(outputs.jsonl_path(camera)))
     lines = jsonl_lines(outputs.jsonl_path(camera))
     counts = [video_frames(p) for p in segments]
     keep = min(len(lines), sum(counts)) if outputs.video.enabled else len(lines)
@@ -99,4 +100,4 @@ def resume_point(outputs: OutputsConfig, camera: str, live: bool) -> Resume:
             trim_video(path, count - cut)
         extra -= cut
     segments = video_segments(outputs, camera) if outputs.video.enabled else []
-    return Resume(start_at=lines[keep - 1][1] + 1 if keep else 0, segment=len(segments), append=True)
+    return Resume(start_at=lines[keep - 1][1] + 1 if keep else 0, segment=len(segments), append=True), keep

@@ -42,6 +42,15 @@ class Histogram:
         i = int(np.searchsorted(np.cumsum(self.counts), rank))
         return min(self.max, _LOW * _RATIO ** i)
 
+    @classmethod
+    def from_counts(cls, counts: list[int], total: float, maximum: float) -> "Histogram":
+        """A histogram rebuilt from another process's counts (to merge them)."""
+        h = cls()
+        h.counts = np.asarray(counts, np.int64)
+        h.count = int(h.counts.sum())
+        h.total, h.max = total, maximum
+        return h
+
     def mean(self) -> float | None:
         return self.total / self.count if self.count else None
 

@@ -165,6 +165,13 @@ class Metrics:
             self._cpu_mark = (now, times)
         self.max_threads = max(self.max_threads, thread_count())
 
+    def total_latency(self) -> Histogram:
+        """Every camera's latency in one histogram."""
+        total = Histogram()
+        for s in list(self.cameras.values()):
+            total.merge(s.latency)
+        return total
+
     def snapshot(self) -> dict:
         """Everything measured so far as plain data (the JSON report's shape)."""
         now = time.monotonic()
@@ -179,9 +186,7 @@ class Metrics:
                          "fps": round(fps, 2),
                          "reconnects": s.reconnects, "downtime_s": round(s.downtime_s, 2),
                          "latency": s.latency.summary_ms(), "counts": s.nested_counts()}
-        total = Histogram()
-        for s in self.cameras.values():
-            total.merge(s.latency)
+        total = self.total_latency()
         processed = sum(s.processed for s in self.cameras.values())
         return {
             "elapsed_s": round(elapsed, 3),

@@ -50,3 +50,25 @@ def summary_table(snap: dict) -> str:
         if st.get("calls_saved"):
             lines.append(f"stage {name}: {st['calls_saved']} classifications saved by tracking")
     return "\n".join(lines)
+
+
+def cluster_summary(snap: dict) -> str:
+    """The cluster's merged snapshot: every camera with its host, then the hosts."""
+    if not snap:
+        return "no snapshot yet"
+    header = f"{'camera':<14}{'host':<9}{'state':<11}{'done':>7}{'dropped':>9}{'errors':>7}{'fps':>8}{'p99 ms':>8}  notes"
+    lines = [header, "-" * len(header)]
+    for cam, c in sorted(snap["cameras"].items()):
+        notes = [f"moved {c['moves']}x" if c.get("moves") else "", c.get("detail", "")]
+        lines.append(f"{cam:<14}{c.get('host') or '-':<9}{c['state']:<11}{c['processed']:>7}"
+                     f"{sum(c['dropped'].values()):>9}{c['errors']:>7}{c['fps']:>8.1f}{_ms(c['latency']['p99_ms']):>8}  "
+                     + "; ".join(n for n in notes if n))
+    lat = snap["latency"]
+    lines.append(f"total: {snap['processed']} frames; latency p50 {_ms(lat['p50_ms'])} ms, p99 {_ms(lat['p99_ms'])} ms")
+    for name, h in snap["hosts"].items():
+        lines.append(f"host {name} on {h['node'] or '?'}: {'alive' if h['alive'] else 'LOST'}, "
+                     f"{len(h['cameras'])} camera(s), cpu {h['cpu_percent'] if h['cpu_percent'] is not None else '-'}%")
+    lines += snap.get("events", [])
+    if "driver" in snap:
+        lines.append(f"driver: {snap['driver']['polls']} polls, {snap['driver']['work_s']} s of its own work")
+    return "\n".join(lines)

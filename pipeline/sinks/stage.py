@@ -52,6 +52,8 @@ class SinkStage:
         self._threads: list[threading.Thread] = []
         for cam in cameras:
             self.add_camera(cam, cam in (live or set()))
+        if not cameras:
+            self.done.set()  # nothing to wait for until a camera is added
 
     def add_camera(self, cam: str, live: bool, resume: Resume = Resume()) -> None:
         """Open the outputs of a camera (at start-up, or one added while running)."""

@@ -1,0 +1,105 @@
+"""Placement by cost and failover logic, without Ray: hosts are in-process stand-ins."""
+from __future__ import annotations
+
+import pytest
+
+from pipeline.cluster.driver import ClusterDriver, HostState, direct_call
+from pipeline.cluster.placement import CameraLoad, CostModel, Host, hosts_needed, place
+from pipeline.config import parse_config
+from pipeline.metrics.histogram import Histogram
+
+MODEL = CostModel()
+
+
+def test_cameras_go_largest_first_to_the_host_with_the_most_room():
+    cams = [CameraLoad("big", 30, 1920 * 1080), CameraLoad("mid", 15, 1920 * 1080)] + \
+           [CameraLoad(f"s{i}", 10, 640 * 480) for i in range(4)]
+    hosts = [Host("a", 2000), Host("b", 2000)]
+    placed = place(cams, hosts, MODEL)
+    assert placed["big"] != placed["mid"]
+    loads = sorted(h.load for h in hosts)
+    assert loads[1] - loads[0] < cams[0].cost(MODEL)  # balanced within one camera's cost
+
+
+def test_hosts_keep_their_cameras_when_others_are_placed():
+    hosts = [Host("a", 2000, cameras={"old": 900.0}), Host("b", 2000)]
+    placed = place([CameraLoad("new", 10, 640 * 480)], hosts, MODEL)
+    assert placed == {"new": "b"} and hosts[0].cameras == {"old": 900.0}
+
+
+def test_hosts_needed_for_a_fleet():
+    cams = [CameraLoad(f"c{i}", 15, 1920 * 1080) for i in range(100)]
+    per_camera = cams[0].cost(MODEL)
+    need = hosts_needed(cams, capacity=8000, model=MODEL, headroom=0.75)
+    assert need == -(-100 // int(0.75 * 8000 // per_camera))
+
+
+class FakeHost:
+    """A host that runs nothing: it reports its cameras as streaming until told to end them."""
+
+    def __init__(self, name: str):
+        self.name, self.cameras, self.dead = name, {}, False
+
+    def add(self, source, resume):
+        self.cameras[source.id] = {"state": "streaming", "processed": 0, "dropped": {}, "errors": 0, "fps": 0.0,
+                                   "latency": {"p50_ms": None, "p99_ms": None}, "resume": resume}
+
+    def remove(self, camera):
+        self.cameras[camera]["state"] = "ended"
+
+    def status(self):
+        if self.dead:
+            raise type("ActorDiedError", (Exception,), {})("gone")
+        return {"host": self.name, "node": "n-" + self.name, "cameras": self.cameras,
+                "open": [c for c, v in self.cameras.items() if v["state"] not in ("ended", "failed")],
+                "latency_counts": [0] * len(Histogram().counts), "latency_total": 0.0, "latency_max": 0.0, "engines": {},
+                "cpu_percent": 1.0}
+
+
+
+
+@pytest.fixture
+def live_config(tmp_path):
+    data = {"sources": [{"id": f"cam{i}", "uri": f"rtsp://127.0.0.1:1/{i}"} for i in range(6)],
+            "models": {"det": {"path": __file__, "layout": "yolox", "input_size": 416}},
+            "graph": [{"detect": {"model": "det"}}],
+            "outputs": {"dir": str(tmp_path / "out"), "jsonl": {"filename": "{camera}.jsonl"}}}
+    return parse_config(data, tmp_path)
+
+
+def test_a_lost_hosts_cameras_move_to_the_survivors(live_config):
+    fakes = {n: FakeHost(n) for n in ("h0", "h1", "h2")}
+    driver = ClusterDriver(live_config, [HostState(n, f, 1000) for n, f in fakes.items()], direct_call)
+    driver.start()
+    assert sorted(len(f.cameras) for f in fakes.values()) == [2, 2, 2]
+    lost = set(fakes["h1"].cameras)
+    fakes["h1"].dead = True
+    driver.poll()
+    assert not driver.hosts["h1"].alive and "host h1 on ? lost" in driver.events[0]
+    moved = {c for n in ("h0", "h2") for c in fakes[n].cameras} & lost
+    assert moved == lost and sorted(len(fakes[n].cameras) for n in ("h0", "h2")) == [3, 3]
+    for cam in lost:  # live cameras continue from now, in their next video segment, appending their JSON lines
+        host = next(f for f in fakes.values() if not f.dead and cam in f.cameras)
+        assert host.cameras[cam]["resume"].append and host.cameras[cam]["resume"].start_at == 0
+    snap = driver.snapshot()
+    assert {c["host"] for c in snap["cameras"].values()} == {"h0", "h2"}
+    assert all(c["moves"] == 1 for cam, c in snap["cameras"].items() if cam in lost)
+
+
+def test_the_run_is_finished_when_every_camera_ended(live_config):
+    fake = FakeHost("h0")
+    driver = ClusterDriver(live_config, [HostState("h0", fake, 1000)], direct_call)
+    driver.start()
+    driver.poll()
+    assert not driver.finished()
+    for cam in list(fake.cameras):
+        driver.remove(cam)
+    driver.poll()
+    assert driver.finished()
+
+
+def test_a_camera_cannot_run_twice(live_config):
+    driver = ClusterDriver(live_config, [HostState("h0", FakeHost("h0"), 1000)], direct_call)
+    driver.start()
+    with pytest.raises(ValueError, match="already running"):
+        driver.add([live_config.sources[0]])
