@@ -244,7 +244,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--live-seconds", type=float, default=20.0, help="length of each live run")
     bench.add_argument("--load-sweep", action="store_true",
                        help="the latency-load curve: tuned loop and pipeline at 25..150%% of the limit")
-    bench.add_argument("--only-sweep", action="store_true", help="with --load-sweep: skip the other cases")
+    bench.add_argument("--no-cases", action="store_true",
+                       help="skip the detector and classifier throughput cases (run only --live, --load-sweep, --web)")
+    bench.add_argument("--web", action="store_true",
+                       help="the live view: its cost when nobody watches, its latency when someone does")
     bench.add_argument("--sweep", nargs="*", metavar="KEY=V1,V2",
                        help="extra pipeline runs, e.g. max_batch=1,4,8 max_wait_ms=0,10")
     bench.set_defaults(func=cmd_bench)

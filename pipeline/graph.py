@@ -26,11 +26,14 @@ from pipeline.metrics.registry import Metrics, thread_count
 from pipeline.preprocess import Preprocessor
 from pipeline.runtime.stage import RunControl, Stage
 from pipeline.runtime.threads import ThreadPlan, plan_cores, plan_threads, session_threads
+from pipeline.sinks.events import EventPublisher
+from pipeline.sinks.preview import Preview
 from pipeline.sinks.stage import SinkStage
 from pipeline.sources.video import VideoSource
 from pipeline.stages import STAGES
 from pipeline.stages.build import BuildContext
 from pipeline.stages.detect import DetectStage
+from pipeline.web.server import WebServer
 
 log = logging.getLogger("pipeline.graph")
 
@@ -47,6 +50,9 @@ class Pipeline:
         self.sources: list[VideoSource] = []
         self.stages: list[Stage] = []
         self.sink: SinkStage | None = None
+        self.preview: Preview | None = None
+        self.web: WebServer | None = None
+        self.events: EventPublisher | None = None
         self.started = False
         base_threads = thread_count()
         try:
@@ -89,8 +95,17 @@ class Pipeline:
         for spec in cfg.graph:
             self.stages.append(STAGES[type(spec)].from_spec(spec, ctx))
         cameras = [s.id for s in cfg.sources]
+        web = cfg.outputs.web
+        if web is not None:
+            self.preview = Preview(web.fps, web.quality, web.width)
+            self.web = WebServer(web, self.snapshot, self.preview)
+        events = EventPublisher(cfg.outputs.events)
+        if events:
+            self.events = events
+            self.metrics.state_listeners.append(events.camera_state)
         self.sink = SinkStage(cfg.outputs, cameras, self.metrics, self.control, self.plan.sink_workers,
-                              cfg.runtime.queue_size, live={s.id for s in cfg.sources if s.live})
+                              cfg.runtime.queue_size, live={s.id for s in cfg.sources if s.live}, preview=self.preview,
+                              events=self.events)
         for a, b in zip(self.stages, self.stages[1:]):
             a.emit = b.accept
         self.stages[-1].emit = self.sink.emit
@@ -142,6 +157,8 @@ class Pipeline:
         assert self.sink is not None
         log.info(self.plan.describe())
         self.started = True
+        if self.web is not None:
+            self.web.start()
         self.sink.start()
         for stage in reversed(self.stages):
             stage.start()
@@ -186,6 +203,12 @@ class Pipeline:
             self.shared_pool.close()
         if self.sink is not None:
             self.sink.close()
+        if self.events is not None:
+            self.events.close()
+        if self.web is not None:
+            self.web.close()
+        if self.preview is not None:
+            self.preview.close()
 
     @property
     def outputs_failed(self) -> dict[str, str]:
@@ -196,4 +219,6 @@ class Pipeline:
         self.metrics.sample_process()
         snap = self.metrics.snapshot()
         snap["thread_plan"] = self.plan.total
+        if self.events is not None:
+            snap["events"] = self.events.stats()
         return snap

@@ -169,15 +169,15 @@ def output_problems(config: Config, create: bool) -> list[str]:
     return problems
 
 
-def port_problem(port: int | None) -> str | None:
+def port_problem(where: str, port: int | None, host: str = "127.0.0.1") -> str | None:
     if not port:
         return None
     with socket.socket() as s:
         try:
-            s.bind(("127.0.0.1", port))
+            s.bind((host, port))
         except OSError as e:
             busy = e.errno == errno.EADDRINUSE
-            return f"metrics.prometheus_port: port {port} is {'already in use' if busy else 'unusable'}"
+            return f"{where}: port {port} on {host} is {'already in use' if busy else f'unusable ({e.strerror})'}"
     return None
 
 
@@ -221,7 +221,12 @@ def check(config_path: str, output_dir: str | None = None, report: str | None = 
     if not for_run:
         problems += [f"sources[{i}].uri: {msg}" for i, s in enumerate(config.sources)
                      if s.uri and not s.live and (msg := probe(s.uri))]
-        why = port_problem(config.metrics.prometheus_port)
+        why = port_problem("metrics.prometheus_port", config.metrics.prometheus_port)
+        if why:
+            problems.append(why)
+    web = config.outputs.web
+    if web is not None:
+        why = port_problem("outputs.web.port", web.port, web.host)
         if why:
             problems.append(why)
     checked.problems = list(dict.fromkeys(problems))

@@ -22,7 +22,7 @@ from dataclasses import replace
 
 import onnxruntime as ort
 
-from pipeline.bench import sweep
+from pipeline.bench import sweep, web
 from pipeline.bench.baseline import percentile_series, run_baseline
 from pipeline.bench.limit import measure_costs
 from pipeline.config import ClassifySpec, Config, QueueConfig, TrackSpec, load_config
@@ -158,6 +158,9 @@ def table(results: dict) -> str:
         if case == "load sweep":
             lines += [f"### {case}", "", sweep.table(res), ""]
             continue
+        if case == "live view":
+            lines += [f"### {case}", "", web.table(res), ""]
+            continue
         lim = res["limit"]
         span = (f"{res['frames_per_camera']} frames each" if "frames_per_camera" in res
                 else f"{res['offered_fps']} fps offered, paced")
@@ -188,7 +191,9 @@ def plot(results: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cases = results["cases"]
+    cases = {k: v for k, v in results["cases"].items() if k != "live view"}  # a table only
+    if not cases:
+        return
     fig, axes = plt.subplots(1, len(cases), figsize=(6 * len(cases), 4.5), squeeze=False)
     for ax, (case, res) in zip(axes[0], cases.items()):
         if case == "load sweep":
@@ -219,17 +224,28 @@ def plot(results: dict, path: str) -> None:
     fig.savefig(path, dpi=110)
 
 
+def cpu_name() -> str:
+    """The processor's model name (Linux), else what Python knows."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def main(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     sweeps = []
     for spec in getattr(args, "sweep", None) or []:
         key, _, values = spec.partition("=")
         sweeps.append((key, values.split(",")))
-    results: dict = {"machine": {"cores": len(os.sched_getaffinity(0)), "cpu": platform.processor() or platform.machine(),
+    results: dict = {"machine": {"cores": len(os.sched_getaffinity(0)), "cpu": cpu_name(),
                                  "onnxruntime": ort.__version__, "python": platform.python_version()},
                      "command": f"pipeline bench --config {args.config} --cameras {args.cameras} --frames {args.frames}"
                                 + (" --live" if args.live else "") + (" --load-sweep" if args.load_sweep else "")
-                                + (" --only-sweep" if args.only_sweep else "")
+                                + (" --no-cases" if args.no_cases else "") + (" --web" if args.web else "")
                                 + f" --live-seconds {args.live_seconds:g}",
                      "cases": {}}
     cams = with_cameras(config, args.cameras)
@@ -241,9 +257,9 @@ def main(args: argparse.Namespace) -> int:
             detector_only, limit["limit_fps"], rates, args.live_seconds,
             lambda cfg, seconds: run_pipeline(cfg, 0, live=True, seconds=seconds))
         results["cases"]["load sweep"]["limit"] = limit
-    if not args.only_sweep:
+    if not args.no_cases:
         results["cases"]["detector"] = bench_case("detector", without_classifier(cams), args.frames, sweeps)
-    if not args.only_sweep and any(isinstance(s, ClassifySpec) for s in config.graph):
+    if not args.no_cases and any(isinstance(s, ClassifySpec) for s in config.graph):
         results["cases"]["classifier"] = bench_case("classifier", cams, args.frames, [])
         log.info("case classifier once per track: pipeline")
         tracked = run_pipeline(per_track(cams), args.frames)
@@ -252,7 +268,11 @@ def main(args: argparse.Namespace) -> int:
         tracked["vs_baseline"] = round(tracked["throughput_fps"] / base, 2) if base else None  # the limit
         # assumes every crop classified on every frame: no fraction of it for this row
         classifier["rows"]["pipeline, track + classify once per track"] = tracked
-    if args.live and not args.only_sweep:
+    if args.web:
+        paced = replace(config, sources=[replace(s, realtime=True, loop=True) for s in config.sources])
+        results["cases"]["live view"] = web.bench_web(without_classifier(cams), without_classifier(paced),
+                                                      args.frames, 10.0, run_pipeline)
+    if args.live:
         results["cases"]["live overload"] = bench_live(without_classifier(config), args.live_seconds)
     os.makedirs(args.out, exist_ok=True)
     text = table(results)

@@ -78,10 +78,48 @@ class JsonlOutputConfig:
 
 
 @dataclass(kw_only=True)
+class WebConfig:
+    port: int = option(check=within(0, 65535), doc="serve the live page, `/api/cameras` and `/metrics` here (0: any)")
+    host: str = option("127.0.0.1", doc="the address to listen on (127.0.0.1: this machine only)")
+    token: str | None = option(None, doc="require this bearer token (header, `?token=` or the page's cookie)")
+    fps: float = option(5.0, check=positive, doc="most frames per second per camera sent to viewers")
+    quality: int = option(70, check=within(10, 100), doc="JPEG quality of the live view")
+    width: int = option(640, check=positive, doc="live view frames are scaled down to at most this width")
+
+
+@dataclass(kw_only=True)
+class MqttConfig:
+    host: str = option(doc="the broker")
+    port: int = option(1883, check=within(1, 65535), doc="its port")
+    topic: str = option("pipeline/{camera}/events", doc="`{camera}` is the camera id")
+    qos: int = option(1, check=within(0, 2), doc="MQTT quality of service")
+    client_id: str | None = option(None, doc="default: pipeline-<pid>")
+    username: str | None = option(None, doc="broker login")
+    password: str | None = option(None, doc="broker password")
+    buffer: int = option(10000, check=positive, doc="events kept while the broker is away (then the oldest drop)")
+
+
+@dataclass(kw_only=True)
+class WebhookConfig:
+    url: str = option(doc="POST each batch of events here as JSON")
+    timeout_s: float = option(5.0, check=positive, doc="a POST may take this long")
+    buffer: int = option(10000, check=positive, doc="events kept while the endpoint fails (then the oldest drop)")
+
+
+@dataclass(kw_only=True)
+class EventsConfig:
+    mqtt: MqttConfig | None = option(None, shown="off", doc="publish events to an MQTT broker")
+    webhook: WebhookConfig | None = option(None, shown="off", doc="POST events to an HTTP endpoint")
+
+
+@dataclass(kw_only=True)
 class OutputsConfig:
     dir: str = option("out", read=read_path, doc="output folder (relative to the config, or `--output`)")
     video: VideoOutputConfig = option(factory=VideoOutputConfig, doc="annotated video")
     jsonl: JsonlOutputConfig = option(factory=JsonlOutputConfig, doc="JSON lines metadata")
+    web: WebConfig | None = option(None, shown="off", doc="the live web view (opt-in)")
+    events: EventsConfig = option(factory=EventsConfig,
+                                  doc="line crossings, zone entries/exits and camera states, as they happen")
 
     def video_path(self, camera: str) -> str:
         return os.path.join(self.dir, self.video.filename.format(camera=camera))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import sys
+import typing
 from pathlib import Path
 
 from pipeline.config.models import ModelConfig
@@ -32,7 +33,9 @@ def table(cls: type, prefix: str) -> list[str]:
             continue
         item = _record_in(hint)
         if item is not None:
-            nested.append((item, f"{prefix}.{f.name}[]" if "list" in type_name(hint) else f"{prefix}.{f.name}.*"))
+            origin = typing.get_origin(hint)
+            suffix = "[]" if origin is list else ".NAME" if origin is dict else ""
+            nested.append((item, f"{prefix}.{f.name}{suffix}"))
         rows.append(f"| `{f.name}` | {type_name(hint)} | {shown_default(f)} | {f.metadata['doc']} |")
     out = rows + [""]
     for sub, name in nested:

@@ -31,6 +31,7 @@ class CameraStats:
     first_out: float | None = None
     last_out: float | None = None
     counts: dict[tuple[str, str, str], int] = field(default_factory=lambda: defaultdict(int))  # (name, event, class)
+    occupancy: dict[str, int] = field(default_factory=dict)  # zone -> objects inside now
 
     def nested_counts(self) -> dict[str, dict[str, dict[str, int]]]:
         """Analytics counts as {line or zone: {event: {class: n}}}."""
@@ -105,6 +106,7 @@ class Metrics:
         self.max_threads = 0
         self._cpu_mark = (time.monotonic(), os.times())
         self.cpu_percent = 0.0
+        self.state_listeners: list = []  # called (camera, state, detail) on every camera state change
 
     def camera(self, cam: str) -> CameraStats:
         stats = self.cameras.get(cam)
@@ -112,6 +114,18 @@ class Metrics:
             with self._lock:
                 stats = self.cameras.setdefault(cam, CameraStats())
         return stats
+
+    def camera_state(self, cam: str, state: str, detail: str = "") -> bool:
+        """Set a camera's health state; True (and listeners told) when it changed."""
+        stats = self.camera(cam)
+        if stats.state == state and stats.detail == detail:
+            return False
+        changed = stats.state != state
+        stats.state, stats.detail = state, detail
+        if changed:
+            for listener in self.state_listeners:
+                listener(cam, state, detail)
+        return True
 
     def drop(self, cam: str, reason: str, n: int = 1) -> None:
         with self._lock:
@@ -185,7 +199,8 @@ class Metrics:
                          "output_errors": dict(s.output_errors),
                          "fps": round(fps, 2),
                          "reconnects": s.reconnects, "downtime_s": round(s.downtime_s, 2),
-                         "latency": s.latency.summary_ms(), "counts": s.nested_counts()}
+                         "latency": s.latency.summary_ms(), "counts": s.nested_counts(),
+                         "occupancy": dict(s.occupancy)}
         total = self.total_latency()
         processed = sum(s.processed for s in self.cameras.values())
         return {

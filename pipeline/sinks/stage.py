@@ -21,7 +21,9 @@ from pipeline.frames import EndOfStream, Frame, Item, Resume
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.queues import BoundedQueue, QueueClosed
 from pipeline.runtime.stage import RunControl
+from pipeline.sinks.events import EventPublisher
 from pipeline.sinks.jsonl import JsonlWriter, frame_record
+from pipeline.sinks.preview import Preview
 from pipeline.sinks.video import VideoWriter
 
 log = logging.getLogger("pipeline.sink")
@@ -31,8 +33,11 @@ class SinkStage:
     name = "sink"
 
     def __init__(self, outputs: OutputsConfig, cameras: list[str], metrics: Metrics, control: RunControl,
-                 workers: int, queue_size: int, live: set[str] | None = None):
+                 workers: int, queue_size: int, live: set[str] | None = None, preview: Preview | None = None,
+                 events: EventPublisher | None = None):
         self.outputs = outputs
+        self.preview = preview  # the live view: offered every frame, keeps only watched cameras' newest
+        self.events = events    # MQTT / webhook: every event of every frame
         self.metrics = metrics
         self.control = control
         self.workers = max(1, min(workers, len(cameras)))
@@ -131,6 +136,11 @@ class SinkStage:
                 jw.write(frame_record(frame))
             except Exception as e:
                 self._fail(cam, "jsonl", e)
+        if self.preview is not None:
+            self.preview.offer(frame)
+        if self.events is not None:
+            for event in frame.events:
+                self.events.publish(event)
         done = time.perf_counter()
         self.metrics.stage_busy(self.name, done - t0)
         self.metrics.frame_out(cam, done - frame.t_capture)

@@ -74,8 +74,7 @@ class VideoSource:
         self._thread.join(timeout)
 
     def _state(self, state: str, detail: str = "", trouble: bool = False) -> None:
-        if self.stats.state != state or self.stats.detail != detail:
-            self.stats.state, self.stats.detail = state, detail
+        if self.metrics.camera_state(self.camera, state, detail):
             log_fn = log.error if state == "failed" else log.warning if trouble or state == "reconnecting" else log.info
             log_fn("camera %s: %s%s", self.camera, state, f" ({detail})" if detail else "")
 

@@ -156,6 +156,8 @@ class AnalyticsStage(Stage):
         frame.lines = [LineCount(ln.spec.name, tuple(ln.a), tuple(ln.b), ln.counts["in"], ln.counts["out"])
                        for ln in cam.lines]
         frame.zones = [ZoneCount(z.spec.name, z.polygon, len(z.inside)) for z in cam.zones]
+        if frame.zones:
+            self.metrics.camera(frame.camera).occupancy = {z.name: z.inside for z in frame.zones}
         return (frame,)
 
     def _observe(self, cam: CameraAnalytics, frame: Frame) -> None:

@@ -1,0 +1,114 @@
+"""The live view's pictures: each camera's newest annotated frame as a JPEG, made only
+while someone watches that camera, at most `fps` per camera.
+
+The sink offers every frame (a reference: no copy, no work); one encoder thread takes the
+newest offered frame of each watched camera and encodes it, skipping whatever came in
+between. Nobody watching costs one dictionary lookup per frame. A slow viewer slows only
+its own connection: it always gets the newest JPEG when it is ready for one.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from pipeline.frames import Frame
+
+
+@dataclass
+class Picture:
+    jpeg: bytes
+    seq: int
+    captured: float  # wall-clock time (time.time()) the frame was captured: for viewers' latency
+
+
+class Preview:
+    def __init__(self, fps: float = 5.0, quality: int = 70, width: int = 640):
+        self.interval = 1.0 / fps
+        self.quality = quality
+        self.width = width
+        self._watchers: dict[str, int] = {}
+        self._offered: dict[str, Frame] = {}
+        self._last_encoded: dict[str, float] = {}
+        self._pictures: dict[str, Picture] = {}
+        self._cond = threading.Condition()
+        self._closed = False
+        self.encoded = 0
+        self._thread = threading.Thread(target=self._encode_loop, name="preview", daemon=True)
+        self._thread.start()
+
+    def offer(self, frame: Frame) -> None:
+        """Called by the sink for every frame; keeps it only when its camera is watched."""
+        if self._watchers.get(frame.camera):
+            with self._cond:
+                self._offered[frame.camera] = frame
+                self._cond.notify_all()
+
+    def watch(self, camera: str) -> None:
+        with self._cond:
+            self._watchers[camera] = self._watchers.get(camera, 0) + 1
+
+    def unwatch(self, camera: str) -> None:
+        with self._cond:
+            self._watchers[camera] = max(0, self._watchers.get(camera, 0) - 1)
+            if not self._watchers[camera]:
+                self._offered.pop(camera, None)
+
+    @property
+    def watched(self) -> int:
+        return sum(1 for n in self._watchers.values() if n)
+
+    def latest(self, camera: str, after_seq: int = -1, timeout: float = 1.0) -> Picture | None:
+        """The camera's newest picture once it is newer than `after_seq` (None on timeout)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not self._closed:
+                pic = self._pictures.get(camera)
+                if pic is not None and pic.seq != after_seq:
+                    return pic
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._cond.wait(remaining)
+        return None
+
+    def _encode_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and not self._due():
+                    self._cond.wait(self.interval / 2)
+                if self._closed:
+                    return
+                now = time.monotonic()
+                due = [(cam, f) for cam, f in self._offered.items() if now - self._last_encoded.get(cam, 0) >= self.interval]
+                for cam, _ in due:
+                    del self._offered[cam]
+                    self._last_encoded[cam] = now
+            for cam, frame in due:
+                picture = self._encode(frame)
+                with self._cond:
+                    self._pictures[cam] = picture
+                    self.encoded += 1
+                    self._cond.notify_all()
+
+    def _due(self) -> bool:
+        now = time.monotonic()
+        return any(now - self._last_encoded.get(cam, 0) >= self.interval for cam in self._offered)
+
+    def _encode(self, frame: Frame) -> Picture:
+        image = frame.image
+        h, w = image.shape[:2]
+        if w > self.width:
+            image = cv2.resize(image, (self.width, round(h * self.width / w)), interpolation=cv2.INTER_AREA)
+        ok, buf = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, self.quality])
+        captured = time.time() - (time.perf_counter() - frame.t_capture)
+        return Picture(np.asarray(buf).tobytes() if ok else b"", frame.seq, captured)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(5)

@@ -1,0 +1,160 @@
+"""The live web view in a real browser (Debian's headless Chromium, installed by .ci/run):
+both camera tiles with boxes, video that moves, counts and states in the page's DOM;
+the API and metrics on the same port; the token; no work while nobody watches."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+
+from conftest import detector_model
+from pipeline.stages.annotate import class_color
+
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or \
+    "/usr/bin/chromedriver"
+
+
+def live_config(model_path, sample_path, **web) -> dict:
+    return {"sources": [{"id": "campus", "uri": sample_path("vtest.mp4"), "realtime": True, "loop": True},
+                        {"id": "street", "uri": sample_path("bikes.mp4"), "realtime": True, "loop": True}],
+            "models": {"det": detector_model(model_path, score_threshold=0.2)},
+            "graph": [{"detect": {"model": "det"}}, "track",
+                      {"analytics": {"cameras": {"campus": {
+                          "lines": [{"name": "path", "points": [[0, 300], [767, 250]], "classes": ["person"]}],
+                          "zones": [{"name": "lawn", "polygon": [[0, 330], [767, 280], [767, 575], [0, 575]]}]}}}},
+                      "annotate"],
+            "outputs": {"web": {"port": 0, **web}}}
+
+
+@pytest.fixture
+def running(tmp_path, write_config):
+    """Start a pipeline from a config dict; stopped and closed after the test."""
+    from pipeline.config import load_config
+    from pipeline.graph import Pipeline
+
+    started = []
+
+    def start(cfg: dict) -> Pipeline:
+        cfg["outputs"]["dir"] = str(tmp_path / "out")
+        p = Pipeline(load_config(write_config(cfg)))
+        p.start()
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.stop(abort=True)
+        p.close(timeout=10)
+
+
+def get(url: str, headers: dict | None = None) -> tuple[int, bytes, dict]:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=10) as r:
+            return r.status, r.read(), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read(), dict(e.headers)
+
+
+def browser():
+    if os.environ.get("CI", "").lower() not in ("1", "true", "yes") and not os.path.exists(CHROMEDRIVER):
+        pytest.skip("Chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--window-size=1320,820"):
+        opts.add_argument(arg)
+    opts.binary_location = CHROMIUM
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+
+
+def box_pixels(shot: np.ndarray, rect: dict) -> int:
+    """Pixels of a tile's video drawn in the colours of the boxes (person, bicycle, car)."""
+    x, y, w, h = (int(rect[k]) for k in ("x", "y", "width", "height"))
+    region = shot[y:y + h, x:x + w, :3].astype(int)
+    hits = 0
+    for cid in (0, 1, 2):
+        b, g, r = class_color(cid)
+        hits += int((np.abs(region - np.array([r, g, b])).sum(axis=2) < 60).sum())  # the screenshot is RGB
+    return hits
+
+
+def test_the_page_shows_both_cameras_live_with_boxes_counts_and_states(model_path, sample_path, running, tmp_path):
+    import cv2
+    from selenium.webdriver.common.by import By
+
+    p = running(live_config(model_path, sample_path))
+    d = browser()
+    try:
+        d.get(f"http://127.0.0.1:{p.web.port}/")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            imgs = d.find_elements(By.CSS_SELECTOR, ".tile img.video")
+            if len(imgs) == 2 and all(d.execute_script("return arguments[0].naturalWidth", i) > 0 for i in imgs):
+                break
+            time.sleep(0.2)
+        time.sleep(2)  # a couple of refreshes of the stats
+        tiles = {t.get_attribute("data-camera"): t for t in d.find_elements(By.CSS_SELECTOR, ".tile")}
+        assert sorted(tiles) == ["campus", "street"]
+        for cam, t in tiles.items():
+            assert t.find_element(By.CSS_SELECTOR, ".state").text == "streaming"
+            assert float(t.find_element(By.CSS_SELECTOR, ".fps").text) > 0
+            assert t.find_element(By.CSS_SELECTOR, ".p99").text != "-"
+        counts = tiles["campus"].find_element(By.CSS_SELECTOR, ".counts").text
+        assert "path: in" in counts and "lawn:" in counts and "inside" in counts
+        shots = []
+        for _ in range(2):
+            png = d.get_screenshot_as_png()
+            shots.append(cv2.cvtColor(cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR),
+                                      cv2.COLOR_BGR2RGB))
+            time.sleep(1.0)
+        cv2.imwrite(str(tmp_path / "live_view.png"), cv2.cvtColor(shots[0], cv2.COLOR_RGB2BGR))
+        rects = {cam: d.execute_script("return arguments[0].getBoundingClientRect().toJSON()",
+                                       t.find_element(By.CSS_SELECTOR, "img.video")) for cam, t in tiles.items()}
+    finally:
+        d.quit()
+    for cam, rect in rects.items():
+        assert box_pixels(shots[0], rect) > 200, cam  # boxes and labels drawn on both tiles
+        x, y, w, h = (int(rect[k]) for k in ("x", "y", "width", "height"))
+        moved = np.abs(shots[0][y:y + h, x:x + w].astype(int) - shots[1][y:y + h, x:x + w].astype(int)).mean()
+        assert moved > 1.0, cam  # a second apart, the picture changed: the video is live
+    assert p.snapshot()["cameras"]["campus"]["processed"] > 0
+
+
+def test_api_and_metrics_share_the_port_and_cost_nothing_unwatched(model_path, sample_path, running):
+    p = running(live_config(model_path, sample_path))
+    time.sleep(3)
+    status, body, _ = get(f"http://127.0.0.1:{p.web.port}/api/cameras")
+    snap = json.loads(body)
+    assert status == 200 and sorted(snap["cameras"]) == ["campus", "street"]
+    assert snap["live_view"]["viewers"] == 0 and snap["live_view"]["encoded"] == 0  # nobody watched: nothing made
+    status, body, _ = get(f"http://127.0.0.1:{p.web.port}/metrics")
+    assert status == 200 and b'pipeline_camera_frames_processed_total{camera="campus"}' in body
+    status, jpeg, headers = get(f"http://127.0.0.1:{p.web.port}/frame/street.jpg")
+    assert status == 200 and jpeg[:2] == b"\xff\xd8" and float(headers["X-Capture-Time"]) > 0
+    assert get(f"http://127.0.0.1:{p.web.port}/frame/nope.jpg")[0] == 404
+
+
+def test_a_token_guards_the_page_the_api_and_the_video(model_path, sample_path, running):
+    p = running(live_config(model_path, sample_path, token="s3cret"))
+    base = f"http://127.0.0.1:{p.web.port}"
+    for path in ("/", "/api/cameras", "/metrics", "/frame/campus.jpg"):
+        assert get(base + path)[0] == 401, path
+    assert get(base + "/api/cameras", {"Authorization": "Bearer s3cret"})[0] == 200
+    assert get(base + "/api/cameras", {"Authorization": "Bearer wrong"})[0] == 401
+    status, _, headers = get(base + "/?token=s3cret")
+    assert status == 200 and "pipeline_token=s3cret" in headers["Set-Cookie"]  # the page's videos use the cookie
+    assert get(base + "/api/cameras", {"Cookie": "pipeline_token=s3cret"})[0] == 200
+
+
+def test_the_server_listens_on_this_machine_only_by_default(model_path, sample_path, running):
+    p = running(live_config(model_path, sample_path))
+    assert p.web._httpd.server_address[0] == "127.0.0.1"
