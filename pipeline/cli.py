@@ -124,6 +124,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if tty:
             print(file=sys.stderr)
         pipeline.close(timeout=5.0 if len(signals) > 1 else 30.0)
+    for s in (signal.SIGINT, signal.SIGTERM):  # the files are final: a late Ctrl-C changes nothing now
+        signal.signal(s, signal.SIG_IGN)
     snap = pipeline.snapshot()
     if exporter is not None:
         exporter.close()

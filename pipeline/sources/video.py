@@ -35,6 +35,7 @@ from pipeline.sources.timeline import Timeline
 log = logging.getLogger("pipeline.source")
 
 LOG_EVERY_BAD_PACKET = 100  # after the first one, log every Nth: a damaged stretch is one story
+READ_AHEAD_S = 0.005  # a paced file reads its next frame this long before it is due
 
 
 class VideoSource:
@@ -56,6 +57,7 @@ class VideoSource:
         self.reconnect = Reconnect(config.reconnect)
         self.timeline: Timeline | None = None
         self.paced = config.realtime or (bool(config.live) and not config.network)
+        self._next_due: float | None = None  # paced: when the next frame is about due
         self._seq = 0
         self._thread = threading.Thread(target=self._run, name=f"source-{self.camera}", daemon=True)
 
@@ -197,6 +199,12 @@ class VideoSource:
                 return
             if self.room is not None:
                 self.room()
+            if self._next_due is not None:
+                # a camera's next frame does not exist before it is due: reading it just
+                # before then keeps its decoding off the cores the frames at hand need
+                wait = self._next_due - READ_AHEAD_S - time.perf_counter()
+                if wait > 0:
+                    self.control.stop.wait(wait)
 
     def _emit(self, vf: av.VideoFrame, connection: Connection) -> None:
         assert self.timeline is not None
@@ -219,6 +227,7 @@ class VideoSource:
             if due > now:
                 self.control.stop.wait(due - now)
             now = due
+            self._next_due = due + float(1 / connection.rate)
         image = vf.to_ndarray(format="bgr24", threads=1)  # swscale would start its own pool per camera
         frame = Frame(camera=self.camera, seq=seq, pts=pts, time_base=tb, image=image, t_capture=now,
                       rate=connection.rate)
