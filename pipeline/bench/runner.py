@@ -191,14 +191,16 @@ def plot(results: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cases = {k: v for k, v in results["cases"].items() if k != "live view"}  # a table only
+    if "load sweep" in results["cases"]:  # the latency-load curve: a picture of its own
+        fig, ax = plt.subplots(figsize=(8, 5))
+        sweep.plot(results["cases"]["load sweep"], ax)
+        fig.tight_layout()
+        fig.savefig(os.path.join(os.path.dirname(path), "load_sweep.png"), dpi=110)
+    cases = {k: v for k, v in results["cases"].items() if k not in ("live view", "load sweep")}
     if not cases:
         return
     fig, axes = plt.subplots(1, len(cases), figsize=(6 * len(cases), 4.5), squeeze=False)
     for ax, (case, res) in zip(axes[0], cases.items()):
-        if case == "load sweep":
-            sweep.plot(res, ax)
-            continue
         if "p99_ratio" in res:
             for name, r in res["rows"].items():
                 series = r.get("p99_over_time", [])
@@ -206,7 +208,7 @@ def plot(results: dict, path: str) -> None:
             ax.set_xlabel("time (s)")
             ax.set_ylabel("P99 latency per 2 s window (ms)")
             ax.set_yscale("log")
-            ax.set_title(f"{case}: {res['cameras']} paced cameras, {res['offered_fps']} fps offered")
+            ax.set_title(f"{case}: {res['cameras']} paced cameras, {res['offered_fps']:.0f} fps")
             ax.legend(fontsize=8)
             continue
         names = list(res["rows"])
@@ -282,5 +284,5 @@ def main(args: argparse.Namespace) -> int:
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write(f"Command: `{results['command']}`  \nMachine: {results['machine']}\n\n{text}\n")
     plot(results, os.path.join(args.out, "results.png"))
-    log.info("wrote %s/results.json, results.md, results.png", args.out)
+    log.info("wrote %s/results.json, results.md and the plots", args.out)
     return 0

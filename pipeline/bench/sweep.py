@@ -112,11 +112,13 @@ def table(result: dict) -> str:
 
 
 def plot(result: dict, ax) -> None:
-    for design in dict.fromkeys(r["design"] for r in result["rows"]):
+    for n, design in enumerate(dict.fromkeys(r["design"] for r in result["rows"])):
         mine = [r for r in result["rows"] if r["design"] == design]
-        ax.plot([r["offered_fps"] for r in mine], [r["p99_ms"] for r in mine], marker="o", label=f"{design} P99")
+        color = f"C{n}"
+        ax.plot([r["offered_fps"] for r in mine], [r["p99_ms"] for r in mine], marker="o", color=color,
+                label=f"{design} P99")
         ax.plot([r["offered_fps"] for r in mine], [r["p50_ms"] for r in mine], marker=".", linestyle=":",
-                label=f"{design} P50")
+                color=color, label=f"{design} P50")
     ax.axvline(result["limit_fps"], color="#c0392b", linestyle="--", label="limit")
     ax.set_yscale("log")
     ax.set_xlabel("offered load (fps, paced live cameras)")

@@ -1,10 +1,11 @@
 """The live view's pictures: each camera's newest annotated frame as a JPEG, made only
 while someone watches that camera, at most `fps` per camera.
 
-The sink offers every frame (a reference: no copy, no work); one encoder thread takes the
-newest offered frame of each watched camera and encodes it, skipping whatever came in
-between. Nobody watching costs one dictionary lookup per frame. A slow viewer slows only
-its own connection: it always gets the newest JPEG when it is ready for one.
+The sink offers every frame (a reference: no copy, no work); a watched camera's frame is
+taken when its last picture is about `1/fps` old and one encoder thread encodes it at
+once; the frames in between are skipped. Nobody watching costs one dictionary lookup per
+frame. A slow viewer slows only its own connection: it always gets the newest JPEG when
+it is ready for one.
 """
 from __future__ import annotations
 
@@ -41,11 +42,18 @@ class Preview:
         self._thread.start()
 
     def offer(self, frame: Frame) -> None:
-        """Called by the sink for every frame; keeps it only when its camera is watched."""
-        if self._watchers.get(frame.camera):
-            with self._cond:
-                self._offered[frame.camera] = frame
-                self._cond.notify_all()
+        """Called by the sink for every frame. A watched camera's frame is taken when its
+        last picture is about `1/fps` old, and encoded at once; the others are skipped,
+        never held (holding one for later would only make the picture older)."""
+        if not self._watchers.get(frame.camera):
+            return
+        now = time.monotonic()
+        if now - self._last_encoded.get(frame.camera, -1e9) < 0.9 * self.interval:
+            return
+        with self._cond:
+            self._last_encoded[frame.camera] = now
+            self._offered[frame.camera] = frame
+            self._cond.notify_all()
 
     def watch(self, camera: str) -> None:
         with self._cond:
@@ -78,25 +86,17 @@ class Preview:
     def _encode_loop(self) -> None:
         while True:
             with self._cond:
-                while not self._closed and not self._due():
-                    self._cond.wait(self.interval / 2)
+                while not self._closed and not self._offered:
+                    self._cond.wait()
                 if self._closed:
                     return
-                now = time.monotonic()
-                due = [(cam, f) for cam, f in self._offered.items() if now - self._last_encoded.get(cam, 0) >= self.interval]
-                for cam, _ in due:
-                    del self._offered[cam]
-                    self._last_encoded[cam] = now
-            for cam, frame in due:
+                taken, self._offered = self._offered, {}
+            for cam, frame in taken.items():
                 picture = self._encode(frame)
                 with self._cond:
                     self._pictures[cam] = picture
                     self.encoded += 1
                     self._cond.notify_all()
-
-    def _due(self) -> bool:
-        now = time.monotonic()
-        return any(now - self._last_encoded.get(cam, 0) >= self.interval for cam in self._offered)
 
     def _encode(self, frame: Frame) -> Picture:
         image = frame.image

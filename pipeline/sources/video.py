@@ -80,6 +80,15 @@ class VideoSource:
             log_fn = log.error if state == "failed" else log.warning if trouble or state == "reconnecting" else log.info
             log_fn("camera %s: %s%s", self.camera, state, f" ({detail})" if detail else "")
 
+    def _wait(self, seconds: float) -> None:
+        """Sleep, waking at once when the run or this camera is stopped."""
+        deadline = time.monotonic() + seconds
+        while not (self.control.stop.is_set() or self.stop_event.is_set()):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self.stop_event.wait(min(left, 0.1))
+
     def _stopping(self) -> bool:
         return (self.control.stop.is_set() or self.stop_event.is_set()
                 or (self.max_frames is not None and self._seq >= self.max_frames))
@@ -172,7 +181,7 @@ class VideoSource:
             delay = rc.next_delay()
             self._state("reconnecting" if rc.streamed else "connecting", f"{why}; retrying in {delay:.1f}s",
                         trouble=True)
-            self.control.stop.wait(delay)
+            self._wait(delay)
 
     # -- frames -------------------------------------------------------------------------
     def _bad_packet(self, message: str) -> None:
@@ -204,7 +213,7 @@ class VideoSource:
                 # before then keeps its decoding off the cores the frames at hand need
                 wait = self._next_due - READ_AHEAD_S - time.perf_counter()
                 if wait > 0:
-                    self.control.stop.wait(wait)
+                    self._wait(wait)
 
     def _emit(self, vf: av.VideoFrame, connection: Connection) -> None:
         assert self.timeline is not None
@@ -225,7 +234,7 @@ class VideoSource:
             # to it late, it waited meanwhile (as in a camera's socket): stamped when due
             due = self.timeline.due(pts, tb)
             if due > now:
-                self.control.stop.wait(due - now)
+                self._wait(due - now)
             now = due
             self._next_due = due + float(1 / connection.rate)
         image = vf.to_ndarray(format="bgr24", threads=1)  # swscale would start its own pool per camera

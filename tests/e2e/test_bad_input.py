@@ -219,3 +219,54 @@ def test_failed_cameras_leave_no_empty_files(tmp_path, model_path, short_clips):
     r, report = cli_run(cfg, tmp_path)
     assert r.returncode == 0 and report["cameras"]["bad"]["state"] == "failed"
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["good.jsonl", "good.mp4"]
+
+
+def test_a_server_that_never_answers_is_reported_as_a_timeout(tmp_path, model_path, short_clips):
+    """A camera whose server accepts the connection and then says nothing: the reason given
+    is the open timeout, not 'Invalid data found'."""
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    port = silent.getsockname()[1]
+    try:
+        cfg = {"sources": [{"id": "mute", "uri": f"rtsp://127.0.0.1:{port}/cam", "open_timeout_s": 1,
+                            "reconnect": {"initial_s": 0.2, "max_s": 0.5, "give_up_s": 2}},
+                           {"id": "good", "uri": short_clips["bikes"]}],
+               "models": {"det": detector_model(model_path)}, "graph": [{"detect": {"model": "det"}}]}
+        r, report = cli_run(cfg, tmp_path)
+    finally:
+        silent.close()
+    assert r.returncode == 0, r.stderr
+    mute = report["cameras"]["mute"]
+    assert mute["state"] == "failed" and "no answer within open_timeout_s=1" in mute["detail"]
+    assert report["cameras"]["good"]["processed"] == 40
+
+
+def test_onnx_runtimes_own_log_lines_stay_off_the_terminal(tmp_path):
+    """A kernel that fails mid-run raises an exception we report in one line; ORT prints
+    nothing itself (by default it logs the failure in raw colour codes, even into a file)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])], "halves",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 1, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [helper.make_tensor("shape", TensorProto.INT64, [2], [2, -1])])
+    path = tmp_path / "halves.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    script = f"""
+import numpy as np
+from pipeline.config import ModelConfig
+from pipeline.engines.session import create_session
+s = create_session(ModelConfig(name="halves", path={str(path)!r}, layout="classifier", input_size=(1, 1)), 1)
+try:
+    s.run(None, {{"x": np.zeros((1, 3, 1, 1), np.float32)}})  # 3 values cannot make two rows
+except Exception as e:
+    print("raised", type(e).__name__)
+"""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert "raised" in r.stdout, r.stderr
+    assert "\x1b[" not in r.stderr and "onnxruntime" not in r.stderr.lower(), r.stderr
