@@ -21,6 +21,7 @@ from pipeline.config import Config, DetectSpec, SourceConfig
 from pipeline.engines.engine import Engine, open_wide_session
 from pipeline.engines.pool import WorkerPool
 from pipeline.engines.session import GPU_PROVIDERS, ModelError, create_session
+from pipeline.errors import one_line
 from pipeline.frames import Resume
 from pipeline.metrics.registry import Metrics, thread_count
 from pipeline.preprocess import Preprocessor
@@ -84,7 +85,7 @@ class Pipeline:
             try:  # runs of every batch size: ORT allocates its buffers now, not on a camera's first frame
                 engine.profile()
             except Exception as e:
-                raise ModelError(f"models.{name}: test inference failed: {str(e).splitlines()[0]}") from None
+                raise ModelError(f"models.{name}: test inference failed: {one_line(e)}") from None
             log.info(engine.describe())
             log.info(engine.describe_costs())
         return self.engines[name]

@@ -20,6 +20,7 @@ import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import av
 import cv2
 import numpy as np
 import onnxruntime as ort
@@ -27,6 +28,7 @@ import onnxruntime as ort
 from pipeline.config import Config, ConfigError, ModelConfig, is_url, load_yaml, output_path_problems, read_config
 from pipeline.decoders.layouts import DetectionDecoder, LayoutError
 from pipeline.engines.session import ModelError, create_session, output_names
+from pipeline.errors import one_line
 from pipeline.preprocess import Preprocessor
 from pipeline.runtime.threads import plan_cores, session_threads
 from pipeline.sinks.video import encoder_problem
@@ -56,8 +58,6 @@ def test_card(width: int = 640, height: int = 480) -> np.ndarray:
 
 def sample_picture(config: Config) -> np.ndarray:
     """The first frame of the first readable file camera, else the test card."""
-    import av
-
     for s in config.sources:
         if s.uri and not is_url(s.uri):
             try:
@@ -81,8 +81,7 @@ def model_problems(model: ModelConfig, session: ort.InferenceSession, picture: n
     try:
         outputs = session.run(names, {session.get_inputs()[0].name: batch})
     except Exception as e:
-        text = str(e).strip().splitlines()
-        return [f"{where}: test inference failed: {text[0] if text else type(e).__name__}"]
+        return [f"{where}: test inference failed: {one_line(e)}"]
     shapes = [list(o.shape) for o in outputs]
     if model.is_classifier:
         out = outputs[0]

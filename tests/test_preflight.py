@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 import yaml
 
 from conftest import ROOT, classifier_model, detector_model

@@ -13,7 +13,6 @@ is gone. Cameras are placed by this driver, which knows their cost (`placement`)
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -248,9 +247,3 @@ def default_call(calls: list, timeout: float = 10.0) -> list:
                 out.append((host, e))
     return out
 
-
-def cores_here() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1

@@ -8,7 +8,7 @@ from their specs by `pipeline.stages.STAGES`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -210,8 +210,6 @@ class AnalyticsSpec(StageSpec):
 
     def for_cameras(self, cameras: list[str]) -> "AnalyticsSpec":
         """The same analytics for some of the cameras only."""
-        from dataclasses import replace
-
         return replace(self, cameras={c: s for c, s in self.cameras.items() if c in cameras})
 
 

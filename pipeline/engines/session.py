@@ -11,6 +11,7 @@ import os
 import onnxruntime as ort
 
 from pipeline.config import ModelConfig
+from pipeline.errors import one_line
 
 # ORT's own log lines (provider loading, kernel errors) go to stderr with colour codes;
 # every error that matters is raised as an exception and reported in one line instead.
@@ -71,8 +72,7 @@ def create_session(model: ModelConfig, intra_op_threads: int, inter_op_threads: 
     try:
         session = ort.InferenceSession(model.path, so, providers=providers)
     except Exception as e:  # ORT raises several unrelated types for unreadable models
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ModelError(f"models.{model.name}: cannot load {model.path}: {first}") from None
+        raise ModelError(f"models.{model.name}: cannot load {model.path}: {one_line(e)}") from None
     check_io(model, session)
     return session
 

@@ -22,6 +22,7 @@ import av
 import cv2
 
 from pipeline.config import VideoOutputConfig
+from pipeline.errors import one_line
 from pipeline.frames import Frame
 
 log = logging.getLogger("pipeline.sink")
@@ -59,22 +60,17 @@ def encoder_problem(config: VideoOutputConfig) -> str | None:
             try:
                 container = av.open(os.path.join(tmp, "check" + ext), "w")
             except Exception as e:
-                return f"cannot write {ext or 'files without an extension'}: {_reason(e)}"
+                return f"cannot write {ext or 'files without an extension'}: {one_line(e)}"
             try:
                 open_encoder(container, codec, config, Fraction(25), Fraction(1, 90000), 64, 48)
                 return None
             except Exception as e:
-                errors.append(f"{codec}: {_reason(e)}")
+                errors.append(f"{codec}: {one_line(e)}")
             finally:
                 container.close()
         if config.codec == SOFTWARE_CODEC:
             break
     return "cannot open the encoder with the configured options (" + "; ".join(errors) + ")"
-
-
-def _reason(e: BaseException) -> str:
-    text = getattr(e, "strerror", None) or str(e)
-    return text.strip().splitlines()[0] if text.strip() else type(e).__name__
 
 
 def segment_path(path: str, segment: int) -> str:
@@ -112,8 +108,8 @@ class VideoWriter:
             except Exception as e:  # e.g. h264_nvenc without a GPU: fall back to software
                 if self.codec == SOFTWARE_CODEC:
                     raise
-                log.warning("%s: encoder %s unavailable (%s); using %s", path, self.codec,
-                            getattr(e, "strerror", None) or e, SOFTWARE_CODEC)
+                log.warning("%s: encoder %s unavailable (%s); using %s", path, self.codec, one_line(e),
+                            SOFTWARE_CODEC)
                 self.codec = SOFTWARE_CODEC
                 container.close()
                 container = self._container_for(path)

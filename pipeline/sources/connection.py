@@ -18,20 +18,13 @@ from typing import Callable, Iterator
 import av
 
 from pipeline.config import SourceConfig
+from pipeline.errors import one_line
 
 log = logging.getLogger("pipeline.source")
 
 
 class SourceError(Exception):
     """The camera cannot be read; the message says why in one line."""
-
-
-def one_line(e: BaseException) -> str:
-    """FFmpeg errors carry errno, message and file name; keep the message only."""
-    if isinstance(e, av.error.FFmpegError) and e.strerror:
-        return str(e.strerror)
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
 
 
 def probe(uri: str) -> str | None:

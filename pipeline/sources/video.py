@@ -22,12 +22,13 @@ from typing import Callable
 import av
 
 from pipeline.config import SourceConfig
+from pipeline.errors import one_line
 from pipeline.frames import EndOfStream, Frame, Item
 from pipeline.metrics.registry import CameraStats, Metrics
 from pipeline.preprocess import Preprocessor
 from pipeline.runtime.queues import QueueClosed
 from pipeline.runtime.stage import RunControl
-from pipeline.sources.connection import Connection, SourceError, one_line
+from pipeline.sources.connection import Connection, SourceError
 from pipeline.sources.gate import FrameGate
 from pipeline.sources.reconnect import Reconnect
 from pipeline.sources.timeline import Timeline

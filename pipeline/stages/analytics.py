@@ -138,16 +138,23 @@ class AnalyticsStage(Stage):
                  queue_size: int):
         super().__init__(spec.stage_name, metrics, control, queue_size, inline=spec.threads == 0)
         self.names = names
-        self.forget_after = spec.forget_after
-        self.cameras = {cam: CameraAnalytics([Line(s) for s in c.lines], [Zone(s) for s in c.zones])
-                        for cam, c in spec.cameras.items()}
+        self.spec = spec
+        self.cameras: dict[str, CameraAnalytics] = {}  # made on a camera's first frame, dropped at its end
 
     @classmethod
     def from_spec(cls, spec: AnalyticsSpec, ctx: BuildContext) -> "AnalyticsStage":
         return cls(spec, ctx.detector_names, ctx.metrics, ctx.control, ctx.queue_size)
 
+    def _camera(self, camera: str) -> CameraAnalytics | None:
+        """The camera's lines and zones; a camera that ended and is added again starts afresh."""
+        cam = self.cameras.get(camera)
+        if cam is None and camera in self.spec.cameras:
+            c = self.spec.cameras[camera]
+            cam = self.cameras[camera] = CameraAnalytics([Line(s) for s in c.lines], [Zone(s) for s in c.zones])
+        return cam
+
     def process(self, frame: Frame) -> Iterable[Item]:
-        cam = self.cameras.get(frame.camera)
+        cam = self._camera(frame.camera)
         det = frame.detections
         if cam is None:
             return (frame,)
@@ -197,7 +204,7 @@ class AnalyticsStage(Stage):
                 counts[(zone.spec.name, event, cls)] += 1
                 frame.events.append(self._event(frame, tid, cls, event, zone=zone.spec.name))
         for tid, (_, seq) in list(cam.last.items()):
-            if frame.seq - seq > self.forget_after:  # the tracker has dropped it: forget it, stop counting it inside
+            if frame.seq - seq > self.spec.forget_after:  # the tracker has dropped it: forget it, stop counting it inside
                 del cam.last[tid]
                 for g in (*cam.lines, *cam.zones):
                     g.forget(tid)

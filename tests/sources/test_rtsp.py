@@ -250,7 +250,7 @@ def test_downtime_is_the_real_time_without_frames(tmp_path, server, model_path, 
         srv.proc.send_signal(signal.SIGSTOP)
         frozen = time.monotonic()
         noticed = wait_for(lambda: door.state == "reconnecting", 15, "the camera to notice")
-        assert noticed < 1 + 3  # read_timeout_s=1 (it once took twice the configured timeout)
+        assert noticed < 6.0  # during the freeze (read_timeout_s=1), not only once the server is back
         time.sleep(max(0.0, 6.0 - (time.monotonic() - frozen)))
         srv.proc.send_signal(signal.SIGCONT)
         n = door.processed

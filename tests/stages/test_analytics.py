@@ -8,7 +8,7 @@ import pytest
 from pipeline.config import ConfigError, parse_config
 from pipeline.config.schema import Reader
 from pipeline.config.stages import AnalyticsSpec, LineSpec
-from pipeline.frames import ClassNames, Detections, Frame
+from pipeline.frames import ClassNames, Detections, EndOfStream, Frame
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.stage import RunControl
 from pipeline.stages.analytics import AnalyticsStage, Line
@@ -130,6 +130,17 @@ def test_a_track_gone_longer_than_the_trackers_max_age_is_forgotten():
     for seq in range(4, 12):
         s.process(frame(seq, []))
     assert s.cameras["cam"].zones[0].inside == {}
+
+
+def test_a_camera_added_again_after_its_end_counts_afresh():
+    s = stage({"lines": [VERTICAL]})
+    assert len(walk(s, 1, 0, [150, 130, 110, 90, 70, 50, 30])) == 1
+    s.end(EndOfStream("cam", 7))
+    events = walk(s, 1, 0, [150, 130, 110, 90, 70, 50, 30])  # the same id, running again
+    assert len(events) == 1
+    f = frame(7, [])
+    s.process(f)
+    assert [(ln.into, ln.out) for ln in f.lines] == [(1, 0)]
 
 
 def test_bad_analytics_config_names_the_path(write_config, model_path, sample_path):

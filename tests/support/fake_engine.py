@@ -53,7 +53,6 @@ class FakeEngine:
             self._inflight += 1
             self._running += 1  # counted at once: a run waiting for a worker makes none idle
             self.max_seen = max(self.max_seen, self._inflight)
-            index = len(self.batches)
             self.batches.append(len(tensors))
             self.submitted_at.append(time.perf_counter())
         batch = np.stack([t if isinstance(t, np.ndarray) else t.numpy() for t in tensors])

@@ -1,0 +1,12 @@
+"""How an exception from a library reads in our one-line error messages."""
+from __future__ import annotations
+
+
+def one_line(e: BaseException) -> str:
+    """The reason alone: FFmpeg and OS errors carry an errno, a message and a file name
+    (keep the message); anything else gives its type and first line."""
+    strerror = getattr(e, "strerror", None)
+    if strerror:
+        return str(strerror)
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
