@@ -115,6 +115,7 @@ class Engine:
         self._device_inputs: dict[tuple, ort.OrtValue] = {}
         self._bound_outputs: dict[tuple, ort.OrtValue] = {}  # preallocated, alive as long as their binding
         self._dynamic_outputs: dict[tuple, list[str]] = {}  # outputs bound afresh before every run
+        self._own_outputs: dict[tuple, list[tuple[str, list[int]]]] = {}  # CPU: each run writes new arrays
         self._graph_ids: dict[tuple, int] = {}
         self._closed = False
         self._listeners: list[Callable[[], None]] = []
@@ -307,6 +308,16 @@ class Engine:
         binding = self._bindings.get(key)
         if binding is None:
             binding = self._bindings[key] = self._bind(key, piece.buffer, session)
+        own = self._own_outputs.get(key)
+        if own is not None:
+            # ORT writes straight into arrays of this run's own, handed over as they are: no
+            # copy afterwards (a copy would hold the GIL the other threads need), and a result
+            # stays valid however long its consumer keeps it
+            arrays = [np.empty(shape, np.float32) for _, shape in own]
+            for (name, shape), array in zip(own, arrays):
+                binding.bind_output(name, "cpu", 0, np.float32, shape, array.ctypes.data)
+            session.run_with_iobinding(binding)
+            return arrays
         if self.on_gpu:
             self._device_inputs[key].update_inplace(piece.buffer)  # host -> device into the bound buffer
         if self._dynamic_outputs[key]:
@@ -325,9 +336,10 @@ class Engine:
 
     def _bind(self, key: tuple, buf: np.ndarray, session: ort.InferenceSession):
         """IOBinding on buffers allocated once: the input is the slot's own array (CPU) or a
-        device copy of it updated in place (CUDA). Outputs whose shape is fixed once the
-        batch is known are preallocated too (fixed addresses are what CUDA graph replay
-        requires); the others are bound afresh before every run."""
+        device copy of it updated in place (CUDA). On a GPU, outputs whose shape is fixed
+        once the batch is known are preallocated too (fixed addresses are what CUDA graph
+        replay requires); the others are bound afresh before every run. On a CPU, when every
+        output's shape is fixed, each run writes into new arrays of its own (`_run`)."""
         binding = session.io_binding()
         device_id = self.model.engine.device_id
         if self.on_gpu:
@@ -337,15 +349,21 @@ class Engine:
         else:
             binding.bind_cpu_input(self.input_name, buf)
         dynamic = []
+        fixed = {}
         batch_dim = self.session.get_inputs()[0].shape[0]  # the symbol (or number) of the batch dimension
         for out in (o for o in self.session.get_outputs() if o.name in self.output_names):
             shape = [buf.shape[0] if i == 0 and d == batch_dim else d for i, d in enumerate(out.shape)]
             if all(isinstance(d, int) and d > 0 for d in shape) and out.type == "tensor(float)":
-                self._bound_outputs[(key, out.name)] = ort.OrtValue.ortvalue_from_shape_and_type(
-                    shape, np.float32, self.device, device_id)
+                fixed[out.name] = shape
             else:
                 dynamic.append(out.name)
         self._dynamic_outputs[key] = dynamic
+        if not self.on_gpu and not dynamic:
+            self._own_outputs[key] = [(name, fixed[name]) for name in self.output_names]
+            return binding
+        for name, shape in fixed.items():
+            self._bound_outputs[(key, name)] = ort.OrtValue.ortvalue_from_shape_and_type(
+                shape, np.float32, self.device, device_id)
         self._bind_outputs(key, binding, fresh=False)
         return binding
 

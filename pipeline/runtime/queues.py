@@ -108,10 +108,14 @@ class LaneQueue:
         self.name = name
         self.on_drop = on_drop
         self._lanes: dict[str, BoundedQueue] = {}
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # the batcher (and a producer facing a full lane) waits here
+        self._lock = lock
         self._closed = False
         self.read_budget = 1          # frames of file cameras waiting at once, all lanes together
-        self._readers: deque = deque()  # file cameras waiting for their turn to read, first come first
+        # File cameras waiting for their turn to read, first come first, each on a condition
+        # of its own: only the head can go, so only the head is woken (when frames are taken).
+        self._readers: deque[tuple[str, threading.Condition]] = deque()
 
     def add_lane(self, key: str, size: int, policy: str) -> None:
         with self._cond:
@@ -124,6 +128,7 @@ class LaneQueue:
         """A camera ended: its (empty) lane goes."""
         with self._cond:
             self._lanes.pop(key, None)
+            self._wake_reader()
 
     def wait_turn(self, key: str) -> None:
         """A file camera may read its next frame: its lane has room, fewer than
@@ -131,19 +136,26 @@ class LaneQueue:
         longer. Files read this way are read on demand: a frame's latency starts when it
         can go on at once, and cameras take turns."""
         lane = self._lanes[key]
-        with self._cond:
-            self._readers.append(key)
+        me = (key, threading.Condition(self._lock))
+        with self._lock:
+            self._readers.append(me)
             try:
                 while True:
                     if self._closed:
                         raise QueueClosed(self.name)
                     waiting = sum(len(q._items) for q in self._lanes.values() if q.policy == "block")
-                    if self._readers[0] == key and len(lane._items) < lane.size and waiting < self.read_budget:
+                    if self._readers[0] is me and len(lane._items) < lane.size and waiting < self.read_budget:
                         return
-                    self._cond.wait(0.1)
+                    me[1].wait(0.1)
             finally:
-                self._readers.remove(key)
-                self._cond.notify_all()
+                self._readers.remove(me)
+                self._wake_reader()
+
+    def _wake_reader(self) -> None:
+        """Room may have been made (frames taken, a lane gone, a turn ended): let the
+        first waiting reader look. Called with the lock held."""
+        if self._readers:
+            self._readers[0][1].notify()
 
     def put(self, key: str, item: object) -> None:
         self._lanes[key].put(item)
@@ -200,6 +212,7 @@ class LaneQueue:
                 if self._take_oldest(max_items, out):
                     break
                 self._cond.notify_all()
+                self._wake_reader()
                 if len(out) >= max_items or hold is None or not hold():
                     break
                 remaining = deadline - time.monotonic()
@@ -207,6 +220,7 @@ class LaneQueue:
                     break
                 self._cond.wait(remaining)
             self._cond.notify_all()
+            self._wake_reader()
         return out
 
     def wake(self) -> None:
@@ -221,6 +235,8 @@ class LaneQueue:
                 q._closed = True
                 q._items.clear()
             self._cond.notify_all()
+            for _, reader in self._readers:
+                reader.notify()
 
 
 class _Lane(BoundedQueue):

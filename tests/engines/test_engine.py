@@ -52,6 +52,18 @@ def test_a_batch_of_four_equals_four_single_runs(model_path, inputs, reference, 
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-3)
 
 
+
+def test_a_result_kept_is_not_overwritten_by_later_runs(model_path, inputs, reference):
+    """Outputs are handed over, not lent: runs that reuse the same input buffers leave
+    the results already returned as they were."""
+    engine = open_engine(yolox(model_path("yolox_nano.onnx"), io_binding=True, max_inflight=1))
+    try:
+        kept = [engine.infer([x]) for x in inputs]
+    finally:
+        engine.close()
+    for chunks, r in zip(kept, reference):
+        np.testing.assert_allclose(rows(chunks)[0], r, rtol=1e-4, atol=1e-3)
+
 def test_a_fixed_batch_model_gets_its_batches_split(tmp_path, model_path, inputs, reference):
     path = make_fixed_batch(model_path("yolox_nano.onnx"), str(tmp_path / "b1.onnx"))
     stats = EngineStats()

@@ -131,3 +131,37 @@ def test_collect_returns_empty_when_idle():
     lanes = LaneQueue("l")
     lanes.add_lane("a", 10, "block")
     assert lanes.collect(4, 0.01, poll_s=0.01) == []
+
+
+
+def _waiting_readers(lanes: LaneQueue, n: int) -> None:
+    for _ in range(500):
+        with lanes._lock:
+            if len(lanes._readers) == n:
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"expected {n} readers waiting for their turn")
+
+
+def test_file_readers_go_in_arrival_order_within_the_read_budget():
+    """A reader that came first reads first, and a second may read only once the first's
+    frame is taken (read_budget 1), even when its frame would be older."""
+    lanes = LaneQueue("l")
+    lanes.read_budget = 1
+    for cam in ("x", "a", "b"):
+        lanes.add_lane(cam, 2, "block")
+    lanes.put("x", frame("x", 0, t=0.0))
+    # b's frame is older than a's: were both let in, b's would be taken first
+    readers = [threading.Thread(target=lambda c=c, t=t: (lanes.wait_turn(c), lanes.put(c, frame(c, 0, t=t))))
+               for c, t in (("a", 2.0), ("b", 1.0))]
+    readers[0].start()
+    _waiting_readers(lanes, 1)
+    readers[1].start()
+    _waiting_readers(lanes, 2)
+    order = []
+    while len(order) < 3:
+        assert lanes.depth() <= 1
+        order += [f.camera for f in lanes.collect(4, poll_s=5.0)]
+    for t in readers:
+        t.join()
+    assert order == ["x", "a", "b"]
