@@ -80,6 +80,17 @@ def open_wide_session(model: ModelConfig, plan: EnginePlan) -> ort.InferenceSess
     return create_session(model, plan.idle_intra_op_threads, model.engine.inter_op_threads, spinning=True)
 
 
+BATCH_GAIN_TOLERANCE = 1.1
+
+
+def choose_batch(costs: dict[int, float]) -> int:
+    """The smallest batch size whose cost per item is within 10% of the cheapest: frames
+    are held back for a fuller batch only where that really saves compute."""
+    per_item = {s: c / s for s, c in costs.items()}
+    best = min(per_item.values())
+    return min(s for s, c in per_item.items() if c <= BATCH_GAIN_TOLERANCE * best)
+
+
 class Engine:
     def __init__(self, model: ModelConfig, plan: EnginePlan, session: ort.InferenceSession, stats: EngineStats,
                  pool: WorkerPool | None = None, wide_session: ort.InferenceSession | None = None):
@@ -152,23 +163,25 @@ class Engine:
     # -- scheduling facts ---------------------------------------------------------------
     def profile(self, repeats: int = 3) -> None:
         """Measure the cost of a batch by size (powers of two up to `max_batch`, or the
-        allowed padded sizes) and pick `preferred_batch`: the smallest size whose cost per
-        item is within 10% of the best. On a CPU batching saves little (1 is preferred:
-        frames are never held back for a batch); on a GPU it saves most of the cost."""
+        allowed padded sizes) and pick `preferred_batch` (`choose_batch`). On a CPU
+        batching saves little (1 is preferred: frames are never held back for a batch); on
+        a GPU it saves most of the cost. Every size runs once untimed first (ORT allocates
+        on a size's first run), then the sizes take turns and each keeps its fastest run:
+        a busy moment of the machine cannot make one size look cheaper than another."""
         w, h = self.model.input_size
         item = np.zeros((3, h, w), np.float32)
         limit = self.model.batching.max_batch
         sizes = sorted({self.padded_size(s) for s in (1 << k for k in range(8)) if s <= limit} | {self.padded_size(1)})
         for size in sizes:
-            times = []
-            for _ in range(repeats):
+            self.infer([item] * size)
+        times: dict[int, list[float]] = {s: [] for s in sizes}
+        for _ in range(repeats):
+            for size in sizes:
                 t0 = time.perf_counter()
                 self.infer([item] * size)
-                times.append(time.perf_counter() - t0)
-            self.batch_costs[size] = float(np.median(times))
-        per_item = {s: c / s for s, c in self.batch_costs.items()}
-        best = min(per_item.values())
-        self.preferred_batch = self.model.batching.preferred or min(s for s, c in per_item.items() if c <= 1.1 * best)
+                times[size].append(time.perf_counter() - t0)
+        self.batch_costs = {s: min(t) for s, t in times.items()}
+        self.preferred_batch = self.model.batching.preferred or choose_batch(self.batch_costs)
         self.stats.reset()
 
     def describe_costs(self) -> str:

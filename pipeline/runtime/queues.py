@@ -56,7 +56,11 @@ class BoundedQueue(Generic[T]):
                 raise QueueClosed(self.name)
             self._items.append(item)
             self.high_water = max(self.high_water, len(self._items))
+            self._appended()
             self._cond.notify_all()
+
+    def _appended(self) -> None:
+        """Called with the lock held after an item went in."""
 
     def _drop_one(self) -> bool:
         for i, old in enumerate(self._items):
@@ -112,14 +116,16 @@ class LaneQueue:
         self._cond = threading.Condition(lock)  # the batcher (and a producer facing a full lane) waits here
         self._lock = lock
         self._closed = False
-        self.read_budget = 1          # frames of file cameras waiting at once, all lanes together
+        self.read_budget = 1          # frames of file cameras being read or waiting, all lanes together
+        self._reading: set[str] = set()  # file cameras given their turn whose frame is not in yet
         # File cameras waiting for their turn to read, first come first, each on a condition
         # of its own: only the head can go, so only the head is woken (when frames are taken).
         self._readers: deque[tuple[str, threading.Condition]] = deque()
 
     def add_lane(self, key: str, size: int, policy: str) -> None:
         with self._cond:
-            self._lanes[key] = _Lane(f"{self.name}[{key}]", size, policy, self._cond, self.on_drop)
+            self._lanes[key] = _Lane(f"{self.name}[{key}]", size, policy, self._cond, self.on_drop,
+                                     lambda: self._read_done(key))
 
     def lane(self, key: str) -> "BoundedQueue":
         return self._lanes[key]
@@ -128,28 +134,37 @@ class LaneQueue:
         """A camera ended: its (empty) lane goes."""
         with self._cond:
             self._lanes.pop(key, None)
-            self._wake_reader()
+            self._read_done(key)
 
     def wait_turn(self, key: str) -> None:
         """A file camera may read its next frame: its lane has room, fewer than
-        `read_budget` file frames wait in all lanes together, and no camera has waited
-        longer. Files read this way are read on demand: a frame's latency starts when it
-        can go on at once, and cameras take turns."""
+        `read_budget` file frames are being read or wait in all lanes together, and no
+        camera has waited longer. Files read this way are read on demand: a frame's latency
+        starts when it can go on at once, and cameras take turns. A turn lasts until the
+        camera's next frame is in its lane (or it asks for another turn: a frame it skipped)."""
         lane = self._lanes[key]
         me = (key, threading.Condition(self._lock))
         with self._lock:
+            self._reading.discard(key)
             self._readers.append(me)
             try:
                 while True:
                     if self._closed:
                         raise QueueClosed(self.name)
                     waiting = sum(len(q._items) for q in self._lanes.values() if q.policy == "block")
-                    if self._readers[0] is me and len(lane._items) < lane.size and waiting < self.read_budget:
+                    if (self._readers[0] is me and len(lane._items) < lane.size
+                            and waiting + len(self._reading) < self.read_budget):
+                        self._reading.add(key)
                         return
                     me[1].wait(0.1)
             finally:
                 self._readers.remove(me)
                 self._wake_reader()
+
+    def _read_done(self, key: str) -> None:
+        """The camera's turn is over (its frame is in, or its lane is gone). Lock held."""
+        self._reading.discard(key)
+        self._wake_reader()
 
     def _wake_reader(self) -> None:
         """Room may have been made (frames taken, a lane gone, a turn ended): let the
@@ -242,6 +257,8 @@ class LaneQueue:
 class _Lane(BoundedQueue):
     """A lane sharing its parent's condition, so one wait covers every camera."""
 
-    def __init__(self, name: str, size: int, policy: str, cond: threading.Condition, on_drop: DropHook | None):
+    def __init__(self, name: str, size: int, policy: str, cond: threading.Condition, on_drop: DropHook | None,
+                 appended: Callable[[], None]):
         super().__init__(name, size, policy, on_drop)
         self._cond = cond
+        self._appended = appended  # type: ignore[method-assign]

@@ -6,7 +6,7 @@ import pytest
 
 from onnx_models import make_fixed_batch
 from pipeline.config import BatchingConfig, EngineConfig, ModelConfig
-from pipeline.engines.engine import Engine
+from pipeline.engines.engine import Engine, choose_batch
 from pipeline.engines.session import ModelError
 from pipeline.metrics.registry import EngineStats
 
@@ -181,3 +181,12 @@ def test_the_decoded_output_can_be_chosen_by_name_or_index(tmp_path, model_path,
     model.output = "nope"
     with pytest.raises(ModelError, match=r"models.det.output: no output 'nope'; outputs: \['copy', 'output'\]"):
         open_engine(model)
+
+
+@pytest.mark.parametrize("costs,preferred", [
+    ({1: 0.0125, 2: 0.0240}, 1),                       # CPU: a batch costs the sum of its items
+    ({1: 0.0178, 2: 0.0322}, 2),                       # ... unless the second item really is 10% cheaper
+    ({1: 0.0020, 2: 0.0021, 4: 0.0023, 8: 0.0030, 16: 0.0058}, 8),  # GPU: 8 is within 10% of 16's cost per item
+])
+def test_the_preferred_batch_is_the_smallest_within_ten_percent_of_the_cheapest(costs, preferred):
+    assert choose_batch(costs) == preferred
