@@ -81,6 +81,9 @@ class Pipeline:
                 self.shared_pool = WorkerPool("inference", self.plan.shared_workers)
             engine = Engine(model, plan, self._sessions.pop(name), self.metrics.engines[name],
                             self.shared_pool if plan.shared else None, open_wide_session(model, plan))
+            # a free worker finishes frames under way before it starts new ones: the engine
+            # of a later stage goes first
+            engine.priority = max(i for i, spec in enumerate(self.config.graph) if getattr(spec, "model", None) == name)
             self.engines[name] = engine
             try:  # runs of every batch size: ORT allocates its buffers now, not on a camera's first frame
                 engine.profile()

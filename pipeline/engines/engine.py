@@ -132,6 +132,7 @@ class Engine:
         self._listeners: list[Callable[[], None]] = []
         self.batch_costs: dict[int, float] = {}  # measured seconds per batch, by batch size
         self.preferred_batch = 1                   # the smallest batch that runs about as cheaply per item as any
+        self.priority = 0  # in a shared pool, waiting batches of higher priority start first (later stages)
 
     @classmethod
     def open(cls, model: ModelConfig, stats: EngineStats | None = None, cores: int = 1,
@@ -274,7 +275,7 @@ class Engine:
                 self.session.run_async(self.output_names, {self.input_name: piece.buffer}, self._on_async, (job, idx))
         else:
             assert self.pool is not None
-            self.pool.put(lambda: self._execute(job))
+            self.pool.put(lambda: self._execute(job), self.priority)
 
     def infer(self, tensors: list[Input]) -> Chunks:
         """Synchronous run of one batch (tests, the benchmark, start-up checks)."""
