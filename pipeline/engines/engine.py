@@ -178,12 +178,26 @@ class Engine:
         times: dict[int, list[float]] = {s: [] for s in sizes}
         for _ in range(repeats):
             for size in sizes:
-                t0 = time.perf_counter()
-                self.infer([item] * size)
-                times[size].append(time.perf_counter() - t0)
+                times[size].append(self._time_batch([item] * size))
         self.batch_costs = {s: min(t) for s, t in times.items()}
         self.preferred_batch = self.model.batching.preferred or choose_batch(self.batch_costs)
         self.stats.reset()
+
+    def _time_batch(self, tensors: list[Input]) -> float:
+        """Seconds the model takes for one batch, run here: what a batch costs, without
+        the hand-over to a worker and back (a fixed cost that would favour big batches)."""
+        slot = self._slots.get()
+        try:
+            pieces = self._pieces(slot, tensors)
+            t0 = time.perf_counter()
+            for piece in pieces:
+                if self.plan.mode == "async":
+                    self.session.run(self.output_names, {self.input_name: piece.buffer})
+                else:
+                    self._run(piece)
+            return time.perf_counter() - t0
+        finally:
+            self._slots.put(slot)
 
     def describe_costs(self) -> str:
         costs = ", ".join(f"{s}: {1000 * c / s:.1f}" for s, c in sorted(self.batch_costs.items()))
