@@ -126,9 +126,12 @@ class Pipeline:
         detect = self.stages[0]
         assert isinstance(detect, DetectStage) and s.queue.policy is not None
         detect.add_camera(s.id, s.queue.size or detect.lanes.read_budget, s.queue.policy)
-        turn = (lambda key=s.id: detect.lanes.wait_turn(key)) if s.queue.policy == "block" else None
+        block = s.queue.policy == "block"
         source = VideoSource(s, Preprocessor(self.config.detector), detect.lanes.lane(s.id).put, self.metrics,
-                             self.control, self.max_frames, room=turn, start_at=resume.start_at)
+                             self.control, self.max_frames,
+                             room=(lambda key=s.id: detect.lanes.wait_turn(key)) if block else None,
+                             read_done=(lambda key=s.id: detect.lanes.end_turn(key)) if block else None,
+                             start_at=resume.start_at)
         self.sources.append(source)
         return source
 

@@ -56,11 +56,7 @@ class BoundedQueue(Generic[T]):
                 raise QueueClosed(self.name)
             self._items.append(item)
             self.high_water = max(self.high_water, len(self._items))
-            self._appended()
             self._cond.notify_all()
-
-    def _appended(self) -> None:
-        """Called with the lock held after an item went in."""
 
     def _drop_one(self) -> bool:
         for i, old in enumerate(self._items):
@@ -124,8 +120,7 @@ class LaneQueue:
 
     def add_lane(self, key: str, size: int, policy: str) -> None:
         with self._cond:
-            self._lanes[key] = _Lane(f"{self.name}[{key}]", size, policy, self._cond, self.on_drop,
-                                     lambda: self._read_done(key))
+            self._lanes[key] = _Lane(f"{self.name}[{key}]", size, policy, self._cond, self.on_drop)
 
     def lane(self, key: str) -> "BoundedQueue":
         return self._lanes[key]
@@ -140,8 +135,8 @@ class LaneQueue:
         """A file camera may read its next frame: its lane has room, fewer than
         `read_budget` file frames are being read or wait in all lanes together, and no
         camera has waited longer. Files read this way are read on demand: a frame's latency
-        starts when it can go on at once, and cameras take turns. A turn lasts until the
-        camera's next frame is in its lane (or it asks for another turn: a frame it skipped)."""
+        starts when it can go on at once, and cameras take turns. A turn lasts until
+        `end_turn`: the camera has handed its frame over (or skipped it)."""
         lane = self._lanes[key]
         me = (key, threading.Condition(self._lock))
         with self._lock:
@@ -161,8 +156,12 @@ class LaneQueue:
                 self._readers.remove(me)
                 self._wake_reader()
 
+    def end_turn(self, key: str) -> None:
+        """The camera's frame is in its lane (or was skipped): the next camera may read."""
+        with self._lock:
+            self._read_done(key)
+
     def _read_done(self, key: str) -> None:
-        """The camera's turn is over (its frame is in, or its lane is gone). Lock held."""
         self._reading.discard(key)
         self._wake_reader()
 
@@ -257,8 +256,6 @@ class LaneQueue:
 class _Lane(BoundedQueue):
     """A lane sharing its parent's condition, so one wait covers every camera."""
 
-    def __init__(self, name: str, size: int, policy: str, cond: threading.Condition, on_drop: DropHook | None,
-                 appended: Callable[[], None]):
+    def __init__(self, name: str, size: int, policy: str, cond: threading.Condition, on_drop: DropHook | None):
         super().__init__(name, size, policy, on_drop)
         self._cond = cond
-        self._appended = appended  # type: ignore[method-assign]

@@ -42,7 +42,8 @@ READ_AHEAD_S = 0.005  # a paced file reads its next frame this long before it is
 class VideoSource:
     def __init__(self, config: SourceConfig, preprocess: Preprocessor, put: Callable[[Item], None],
                  metrics: Metrics, control: RunControl, max_frames: int | None = None,
-                 room: Callable[[], None] | None = None, start_at: int = 0):
+                 room: Callable[[], None] | None = None, read_done: Callable[[], None] | None = None,
+                 start_at: int = 0):
         self.config = config
         self.camera = config.id
         self.preprocess = preprocess
@@ -50,7 +51,8 @@ class VideoSource:
         self.metrics = metrics
         self.control = control
         self.max_frames = max_frames
-        self.room = room  # files: wait for room in the lane before reading the next frame
+        self.room = room  # files: wait for a turn (room in the lane) before reading the next frame
+        self.read_done = read_done  # ... and end the turn once that frame is handed over (or skipped)
         self.start_at = start_at  # frames before it were processed elsewhere (a camera resumed)
         self.stop_event = threading.Event()  # this camera only (removed while the others go on)
         self.stats: CameraStats = metrics.camera(self.camera)
@@ -195,7 +197,8 @@ class VideoSource:
     def _pump(self, connection: Connection) -> None:
         """Emit every frame of one connection. A file is read on demand: its next frame is
         decoded when the lane has room for it, so its latency starts when it is read (as
-        in a loop that reads a frame when it is ready for one), not while it waits."""
+        in a loop that reads a frame when it is ready for one), not while it waits. The
+        turn to read spans decoding and handing over one frame, never a paced wait."""
         if self.room is not None:
             self.room()
         for vf in connection.frames(self._stopping):
@@ -205,16 +208,18 @@ class VideoSource:
                 if self.stats.state != "streaming":
                     self._state("streaming")
             self._emit(vf, connection)
+            if self.read_done is not None:
+                self.read_done()
             if self._stopping():
                 return
-            if self.room is not None:
-                self.room()
             if self._next_due is not None:
                 # a camera's next frame does not exist before it is due: reading it just
                 # before then keeps its decoding off the cores the frames at hand need
                 wait = self._next_due - READ_AHEAD_S - time.perf_counter()
                 if wait > 0:
                     self._wait(wait)
+            if self.room is not None:
+                self.room()
 
     def _emit(self, vf: av.VideoFrame, connection: Connection) -> None:
         assert self.timeline is not None

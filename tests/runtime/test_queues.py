@@ -152,7 +152,8 @@ def test_file_readers_go_in_arrival_order_within_the_read_budget():
         lanes.add_lane(cam, 2, "block")
     lanes.put("x", frame("x", 0, t=0.0))
     # b's frame is older than a's: were both let in, b's would be taken first
-    readers = [threading.Thread(target=lambda c=c, t=t: (lanes.wait_turn(c), lanes.put(c, frame(c, 0, t=t))))
+    readers = [threading.Thread(target=lambda c=c, t=t: (lanes.wait_turn(c), lanes.put(c, frame(c, 0, t=t)),
+                                                         lanes.end_turn(c)))
                for c, t in (("a", 2.0), ("b", 1.0))]
     readers[0].start()
     _waiting_readers(lanes, 1)

@@ -40,6 +40,37 @@ def test_a_paced_files_frames_are_stamped_at_their_due_time_never_earlier(short_
         assert handed_over >= f.t_capture  # and never handed over before it was due
 
 
+
+def test_a_paced_files_turn_to_read_never_spans_its_wait_for_the_next_frame(short_clips, model_path, write_config):
+    """Other file cameras may read while this one waits for its next frame's due time: the
+    turn covers decoding and handing over one frame (plus at most the read-ahead)."""
+    from pipeline.config import load_config
+    from pipeline.preprocess import Preprocessor
+    from pipeline.sources.video import READ_AHEAD_S, VideoSource
+
+    cfg = load_config(write_config({"sources": [{"id": "a", "uri": short_clips["bikes"], "realtime": True}],
+                                    "models": {"det": detector_model(model_path)},
+                                    "graph": [{"detect": {"model": "det"}}]}))
+    turn = {"held": False, "turns": 0}
+    waits_in_turn: list[float] = []
+
+    def room() -> None:
+        assert not turn["held"]
+        turn["held"] = True
+        turn["turns"] += 1
+
+    def read_done() -> None:
+        turn["held"] = False
+
+    source = VideoSource(cfg.sources[0], Preprocessor(cfg.detector), lambda item: None, Metrics(), RunControl(),
+                         max_frames=8, room=room, read_done=read_done)
+    wait = source._wait
+    source._wait = lambda seconds: (waits_in_turn.append(seconds) if turn["held"] else None, wait(seconds))[1]
+    source.start()
+    source.join(30)
+    assert turn["turns"] >= 8
+    assert max(waits_in_turn, default=0.0) <= READ_AHEAD_S + 1e-6  # a frame interval is 40 ms here
+
 def test_a_looped_file_continues_one_frame_after_each_pass():
     t = Timeline("a", network=False, loop=True)
     tb, rate = Fraction(1, 25), Fraction(25)
