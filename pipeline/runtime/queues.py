@@ -140,7 +140,7 @@ class LaneQueue:
         lane = self._lanes[key]
         me = (key, threading.Condition(self._lock))
         with self._lock:
-            self._reading.discard(key)
+            self._reading.discard(key)  # a turn taken for a frame that never came (the end of a pass)
             self._readers.append(me)
             try:
                 while True:
@@ -223,18 +223,15 @@ class LaneQueue:
                     return out
             deadline = time.monotonic() + max_wait_s
             while True:
-                if self._take_oldest(max_items, out):
-                    break
-                self._cond.notify_all()
+                ended = self._take_oldest(max_items, out)
+                self._cond.notify_all()  # room made: a producer facing a full lane, the next reader
                 self._wake_reader()
-                if len(out) >= max_items or hold is None or not hold():
+                if ended or len(out) >= max_items or hold is None or not hold():
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self._closed:
                     break
                 self._cond.wait(remaining)
-            self._cond.notify_all()
-            self._wake_reader()
         return out
 
     def wake(self) -> None:

@@ -69,7 +69,8 @@ def test_a_paced_files_turn_to_read_never_spans_its_wait_for_the_next_frame(shor
     source.start()
     source.join(30)
     assert turn["turns"] >= 8
-    assert max(waits_in_turn, default=0.0) <= READ_AHEAD_S + 1e-6  # a frame interval is 40 ms here
+    # at most the read-ahead (plus timestamp jitter), never most of the 40 ms frame interval
+    assert max(waits_in_turn, default=0.0) < READ_AHEAD_S + 0.015
 
 def test_a_looped_file_continues_one_frame_after_each_pass():
     t = Timeline("a", network=False, loop=True)

@@ -108,4 +108,4 @@ def test_at_light_load_a_frame_reaching_an_idle_engine_is_submitted_at_once():
     stage.close()
     assert engine.batches == [1] * 6
     waits = [s - p for s, p in zip(engine.submitted_at, put_at)]
-    assert max(waits) < 0.25, waits  # not held for the 0.5 s max_wait
+    assert max(waits) < 0.45, waits  # not held for the 0.5 s max_wait
