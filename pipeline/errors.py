@@ -10,3 +10,8 @@ def one_line(e: BaseException) -> str:
         return str(strerror)
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+class StartupError(Exception):
+    """Something the run needs at start-up cannot be had (a port in use, an output folder
+    held by another run); the message is one line naming the culprit. Exit status 2."""

@@ -26,7 +26,7 @@ from pipeline.frames import Resume
 from pipeline.metrics.registry import Metrics, thread_count
 from pipeline.preprocess import Preprocessor
 from pipeline.runtime.stage import RunControl, Stage
-from pipeline.runtime.threads import ThreadPlan, plan_cores, plan_threads, session_threads
+from pipeline.runtime.threads import Capacity, ThreadPlan, plan_cores, plan_threads, session_threads
 from pipeline.sinks.events import EventPublisher
 from pipeline.sinks.preview import Preview
 from pipeline.sinks.stage import SinkStage
@@ -98,7 +98,6 @@ class Pipeline:
         ctx = BuildContext(cfg, self.metrics, self.control, self._engine)
         for spec in cfg.graph:
             self.stages.append(STAGES[type(spec)].from_spec(spec, ctx))
-        cameras = [s.id for s in cfg.sources]
         web = cfg.outputs.web
         if web is not None:
             self.preview = Preview(web.fps, web.quality, web.width)
@@ -107,12 +106,13 @@ class Pipeline:
         if events:
             self.events = events
             self.metrics.state_listeners.append(events.camera_state)
-        self.sink = SinkStage(cfg.outputs, cameras, self.metrics, self.control, self.plan.sink_workers,
-                              cfg.runtime.queue_size, live={s.id for s in cfg.sources if s.live}, preview=self.preview,
-                              events=self.events)
+        self.sink = SinkStage(cfg.outputs, self.metrics, self.control, Capacity(self.plan.cores),
+                              cfg.runtime.queue_size, preview=self.preview, events=self.events)
+        for s in cfg.sources:
+            self.sink.add_camera(s.id, bool(s.live))
         for a, b in zip(self.stages, self.stages[1:]):
             a.emit = b.accept
-        self.stages[-1].emit = self.sink.emit
+        self.stages[-1].emit = self.sink.accept
         detect = self.stages[0]
         assert isinstance(detect, DetectStage) and isinstance(cfg.graph[0], DetectSpec)
         # Little's law: the batches in flight (one more than the workers) keep the detector

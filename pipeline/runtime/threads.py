@@ -85,6 +85,19 @@ def plan_engine(model: ModelConfig, cores: int, on_gpu: bool, shared_pool: bool 
     return EnginePlan("thread", intra, workers, e.max_inflight or workers + 1, shared, idle if idle > 1 else 0)
 
 
+@dataclass(frozen=True)
+class Capacity:
+    """What the run may use for work that grows with the cameras, decided here only: the
+    sink grows its workers as cameras come (configured at start or added while running)."""
+
+    cores: int
+
+    def sink_workers(self, cameras: int) -> int:
+        """Encoding workers for this many cameras: one per camera up to half the cores
+        (inference needs the rest)."""
+        return max(1, min(cameras, self.cores // 2))
+
+
 @dataclass
 class ThreadPlan:
     cores: int
@@ -119,7 +132,7 @@ def plan_threads(config: Config, base_threads: int, on_gpu: set[str]) -> ThreadP
     decode = sum(max(0, s.thread_count - 1) if s.thread_count != 0 else cores for s in config.sources)
     plan = ThreadPlan(cores=cores, cameras=cameras, decode_threads=decode,
                       stage_threads=sum(s.threads for s in config.graph),
-                      sink_workers=max(1, min(cameras, cores // 2)), base_threads=base_threads,
+                      sink_workers=Capacity(cores).sink_workers(cameras), base_threads=base_threads,
                       encoder_threads=cameras if config.outputs.video.enabled else 0)
     for name in config.used_models():
         p = plan_engine(config.models[name], cores, name in on_gpu)
