@@ -24,6 +24,10 @@ def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S",
                         stream=sys.stderr)
+    from pipeline.redact import RedactingFilter
+
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingFilter())
 
 
 def _quit_on_signal(signum: int, _frame) -> None:

@@ -9,6 +9,7 @@ or a type error is caught too.
 """
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from typing import Any
@@ -65,3 +66,18 @@ def redact_data(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [redact_data(v) for v in value]
     return value
+
+
+class RedactingFilter(logging.Filter):
+    """Log records leave with their secrets masked (whatever library or stage wrote them)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = redact(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        elif record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True
