@@ -128,9 +128,18 @@ class Zone(Geometry):
 
 @dataclass
 class CameraAnalytics:
+    """One camera's lines and zones, and where each track was last seen.
+
+    Time is counted in tracker updates (the frames of this camera that reached the
+    tracker), the unit of the tracker's `max_age`: with `stride` or `max_fps` a camera's
+    `seq` advances by several frames per update, and a window in frames would forget a
+    track the tracker still holds, which then re-enters its zone without an exit.
+    """
+
     lines: list[Line]
     zones: list[Zone]
-    last: dict[int, tuple[np.ndarray, int]] = field(default_factory=dict)  # track -> (anchor, seq seen)
+    updates: int = 0
+    last: dict[int, tuple[np.ndarray, int]] = field(default_factory=dict)  # track -> (anchor, update seen)
 
 
 class AnalyticsStage(Stage):
@@ -171,6 +180,7 @@ class AnalyticsStage(Stage):
         det = frame.detections
         assert det is not None and det.track_id is not None
         counts = self.metrics.camera(frame.camera).counts
+        cam.updates += 1
         for i in range(len(det)):
             tid = int(det.track_id[i])
             if tid < 0:
@@ -179,7 +189,7 @@ class AnalyticsStage(Stage):
             anchor = np.array([(x1 + x2) / 2, y2], np.float64)
             cls = self.names(int(det.class_id[i]))
             prev = cam.last[tid][0] if tid in cam.last else None
-            cam.last[tid] = (anchor, frame.seq)
+            cam.last[tid] = (anchor, cam.updates)
             for line in cam.lines:
                 if not line.applies(cls):
                     continue
@@ -203,8 +213,8 @@ class AnalyticsStage(Stage):
                     zone.inside.pop(tid, None)
                 counts[(zone.spec.name, event, cls)] += 1
                 frame.events.append(self._event(frame, tid, cls, event, zone=zone.spec.name))
-        for tid, (_, seq) in list(cam.last.items()):
-            if frame.seq - seq > self.spec.forget_after:  # the tracker has dropped it: forget it, stop counting it inside
+        for tid, (_, seen) in list(cam.last.items()):
+            if cam.updates - seen > self.spec.forget_after:  # the tracker has dropped it: forget it, stop counting it inside
                 del cam.last[tid]
                 for g in (*cam.lines, *cam.zones):
                     g.forget(tid)

@@ -10,8 +10,9 @@ second matches the tracks still unmatched to low-score detections (objects that 
 partly hidden keep their id), then unconfirmed tracks try the remaining high-score
 detections. Unmatched high-score detections start tentative tracks, confirmed on their
 second consecutive match (on a camera's first frame at once); tracks unseen for
-`max_age` frames are removed. Matching is greedy by IoU, highest first: with the few
-objects per camera it agrees with the optimal assignment in practice and needs no solver.
+`max_age` updates (the frames the camera passes on: with `stride` N, every Nth) are
+removed. Matching is greedy by IoU, highest first: with the few objects per camera it
+agrees with the optimal assignment in practice and needs no solver.
 Detections keep their boxes; matched rows get the track id (-1 while tentative).
 """
 from __future__ import annotations
@@ -77,7 +78,7 @@ class KalmanBox:
 class TrackState(Enum):
     TENTATIVE = "tentative"  # seen once; confirmed by a second match, dropped otherwise
     TRACKED = "tracked"      # matched on the last frame
-    LOST = "lost"            # unmatched for `missed` frames; kept up to `max_age` to be found again
+    LOST = "lost"            # unmatched for `missed` updates; kept up to `max_age` to be found again
 
 
 @dataclass

@@ -132,6 +132,48 @@ def test_a_track_gone_longer_than_the_trackers_max_age_is_forgotten():
     assert s.cameras["cam"].zones[0].inside == {}
 
 
+def test_the_forget_window_counts_updates_not_frames_with_a_stride():
+    """With `stride: 3`, seq advances by 3 per update: a track unseen for 4 updates (12
+    frames) is within a window of 5, one unseen for 6 updates is gone."""
+    s = stage({"zones": [{"name": "lot", "polygon": [[0, 0], [100, 0], [100, 200], [0, 200]]}]}, forget_after=5)
+    for seq in (0, 3, 6, 9):
+        s.process(frame(seq, [(1, 0, [40, 50, 60, 100])]))
+    assert s.cameras["cam"].zones[0].inside == {1: "person"}
+    for seq in (12, 15, 18, 21):
+        s.process(frame(seq, []))
+    assert s.cameras["cam"].zones[0].inside == {1: "person"}  # 4 updates unseen: the tracker holds it still
+    for seq in (24, 27):
+        s.process(frame(seq, []))
+    assert s.cameras["cam"].zones[0].inside == {}
+
+
+def test_a_person_hidden_for_45_frames_with_stride_3_keeps_its_zone_visit():
+    """The real tracker and the analytics stage in a row on every 3rd frame: a person
+    stands in a zone, is hidden for 45 frames (15 updates, within the tracker's `max_age`
+    of 30) and reappears at the same place under the same id: still one visit, never a
+    second `enter` without an `exit`."""
+    from pipeline.config import TrackSpec
+    from pipeline.stages.track import TrackStage
+
+    track_spec = TrackSpec()
+    tracker = TrackStage(track_spec, Metrics(), RunControl(), 4)
+    s = stage({"zones": [{"name": "lot", "polygon": [[0, 0], [300, 0], [300, 300], [0, 300]]}]},
+              forget_after=track_spec.max_age)
+    events, ids = [], set()
+    for seq in range(0, 150, 3):
+        hidden = 30 <= seq < 75
+        rows = [] if hidden else [(0, 0, [100, 100, 140, 200])]
+        f = frame(seq, rows)
+        f.detections.track_id = None
+        (f,) = tracker.process(f)
+        ids |= set(f.detections.track_id.tolist())
+        s.process(f)
+        events += [(e["event"], e["track"]) for e in f.events]
+    assert ids == {1}
+    assert events == [("enter", 1)]
+    assert s.cameras["cam"].zones[0].inside == {1: "person"}
+
+
 def test_a_camera_added_again_after_its_end_counts_afresh():
     s = stage({"lines": [VERTICAL]})
     assert len(walk(s, 1, 0, [150, 130, 110, 90, 70, 50, 30])) == 1
