@@ -40,12 +40,29 @@ def probe(uri: str) -> str | None:
         return f"cannot read video {uri}: {one_line(e)}"
 
 
+MAX_FPS = 1000
+OVER_CODEC = 2  # a container rate more than this many times the codec's own is not measured
+
+
+def _plausible(rate) -> Fraction | None:
+    return Fraction(rate) if rate and 1 <= rate <= MAX_FPS else None
+
+
 def frame_rate(stream) -> Fraction:
-    """The stream's frame rate: measured average, then the codec's guess, then 25."""
-    for rate in (stream.average_rate, stream.guessed_rate, stream.base_rate):
-        if rate and 1 <= rate <= 1000:
-            return Fraction(rate)
-    return Fraction(25)
+    """The stream's frame rate: the container's average, unless it is implausible, then
+    the codec's own rate (from the bitstream), then FFmpeg's guess, then 25.
+
+    The container's average is measured from timestamps, and broken ones break it: an
+    MP4 whose timestamps are all 0 averages frames over its last frame's duration (120
+    frames at 10 fps: 1200 fps), and a raw H.264 stream without timestamps gets the
+    demuxer's default of 25. Either is far above the rate the codec declares, while a
+    real camera delivers at most about what its encoder declares.
+    """
+    codec = _plausible(stream.codec_context.framerate)
+    average = _plausible(stream.average_rate)
+    if average is not None and (codec is None or average <= OVER_CODEC * codec):
+        return average
+    return codec or _plausible(stream.guessed_rate) or _plausible(stream.base_rate) or Fraction(25)
 
 
 @dataclass
