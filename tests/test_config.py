@@ -152,3 +152,21 @@ def test_analytics_and_per_track_classification_need_a_tracker(write_config, mod
     data["graph"].insert(1, {"analytics": {"cameras": {}}})
     with pytest.raises(ConfigError, match=r"graph\[1\].analytics: needs a track stage before it"):
         load_config(write_config(data))
+
+
+def test_problems_never_show_a_secret(write_config, model_path, sample_path):
+    """Type errors on secret fields name the type alone; a URL in a problem is redacted."""
+    data = base(model_path, sample_path)
+    data["sources"].append("rtsp://admin:Pl4nted1@10.0.0.7/stream1")  # a camera written as its URL alone
+    data["outputs"] = {"web": {"port": 0, "token": 918273645},
+                       "events": {"mqtt": {"host": "127.0.0.1", "password": 564738291},
+                                  "webhook": {"url": ["https://hooks.example/x?token=Pl4nted2"]}}}
+    with pytest.raises(ConfigError) as e:
+        load_config(write_config(data))
+    problems = e.value.problems
+    assert "outputs.events.mqtt.password: expected a string, got an integer" in problems
+    assert "outputs.web.token: expected a string, got an integer" in problems
+    assert "outputs.events.webhook.url: expected a string, got a list" in problems
+    assert "sources[1]: expected a mapping, got str 'rtsp://admin:***@10.0.0.7/stream1'" in problems
+    for secret in ("Pl4nted1", "Pl4nted2", "918273645", "564738291"):
+        assert not [p for p in problems if secret in p]

@@ -17,6 +17,8 @@ from dataclasses import MISSING, field, fields
 from pathlib import Path
 from typing import Any, Callable, Literal, Union, get_args, get_origin
 
+from pipeline.redact import redact, secret_key
+
 Check = Callable[[Any], "str | None"]
 ReadHook = Callable[["Reader", Any, str], Any]
 
@@ -82,13 +84,24 @@ def is_url(uri: str) -> bool:
 
 
 # -- the reader -----------------------------------------------------------------------------
-_KIND_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true/false", list: "a list",
-               dict: "a mapping"}
+_TYPE_NAMES = {int: "integer", float: "number", str: "string", bool: "true/false", list: "list", dict: "mapping"}
+URL_FIELDS = ("uri", "url")
 
 
-def describe_value(value: Any) -> str:
+def secret_field(where: str) -> bool:
+    """Whether the field at this YAML path holds a secret (a password, a token, a URL that
+    may carry credentials): its problems never show its value."""
+    name = where.rsplit(".", 1)[-1].split("[", 1)[0]
+    return name in URL_FIELDS or secret_key(name)
+
+
+def describe_value(value: Any, where: str = "") -> str:
+    """A wrong value as a problem shows it: its type and value, or its type alone where
+    the field holds a secret (`where`: its YAML path)."""
     if isinstance(value, bool):
         return "a boolean"
+    if secret_field(where):
+        return _kind(type(value))
     return f"{type(value).__name__} {value!r}"
 
 
@@ -104,7 +117,8 @@ class Reader:
         self.problems: list[str] = []
 
     def problem(self, path: str, message: str) -> None:
-        self.problems.append(f"{path}: {message}")
+        """Record a problem; a URL in it shows redacted (`rtsp://admin:***@host/...`)."""
+        self.problems.append(redact(f"{path}: {message}"))
 
     def mapping(self, value: Any, path: str) -> dict:
         if value is None:
@@ -120,14 +134,13 @@ class Reader:
         fills internal fields. The record's `finish(reader, path)` then checks what
         involves several of its fields."""
         m = self.mapping(value, path)
-        readable = [f for f in fields(cls) if f.init and not f.metadata.get("internal")]
-        known = {f.name for f in readable}
+        readable = readable_fields(cls)
+        known = {f.name for f, _ in readable}
         for key in m:
             if key not in known:
                 self.problem(_join(path, str(key)), f"unknown key (known: {', '.join(sorted(known))})")
-        hints = _hints(cls)
         values: dict[str, Any] = dict(given or {})
-        for f in readable:
+        for f, hint in readable:
             where = _join(path, f.name)
             raw = m.get(f.name)
             required = f.default is MISSING and f.default_factory is MISSING
@@ -137,7 +150,7 @@ class Reader:
                     values[f.name] = None
                 continue
             hook = f.metadata.get("read")
-            got = hook(self, raw, where) if hook else self.value(hints[f.name], raw, where)
+            got = hook(self, raw, where) if hook else self.value(hint, raw, where)
             check = f.metadata.get("check")
             if got is not INVALID and got is not None and check is not None:
                 message = check(got)
@@ -165,24 +178,26 @@ class Reader:
             for a in options:
                 if _fits(a, raw):
                     return self.value(a, raw, where)
-            self.problem(where, f"expected {' or '.join(_kind(a) for a in options)}, got {describe_value(raw)}")
+            self.problem(where, f"expected {' or '.join(_kind(a) for a in options)}, got "
+                                f"{describe_value(raw, where)}")
             return INVALID
         if origin is Literal:
             choices = get_args(hint)
             if raw in choices and not isinstance(raw, bool):
                 return raw
-            self.problem(where, f"must be one of {', '.join(map(str, choices))}, got {raw!r}")
+            shown = describe_value(raw, where) if secret_field(where) else repr(raw)
+            self.problem(where, f"must be one of {', '.join(map(str, choices))}, got {shown}")
             return INVALID
         if origin is list:
             if not isinstance(raw, list):
-                self.problem(where, f"expected a list, got {describe_value(raw)}")
+                self.problem(where, f"expected a list, got {describe_value(raw, where)}")
                 return INVALID
             (item,) = get_args(hint)
             out = [self.value(item, v, f"{where}[{i}]") for i, v in enumerate(raw)]
             return [v for v in out if v is not INVALID]
         if origin is dict:
             if not isinstance(raw, dict):
-                self.problem(where, f"expected a mapping, got {describe_value(raw)}")
+                self.problem(where, f"expected a mapping, got {describe_value(raw, where)}")
                 return INVALID
             _, item = get_args(hint)
             out = {str(k): self.value(item, v, _join(where, str(k))) for k, v in raw.items()}
@@ -192,7 +207,7 @@ class Reader:
         if hint is Any:
             return raw
         if not _fits(hint, raw):
-            self.problem(where, f"expected {_kind(hint)}, got {describe_value(raw)}")
+            self.problem(where, f"expected {_kind(hint)}, got {describe_value(raw, where)}")
             return INVALID
         return float(raw) if hint is float else raw
 
@@ -211,12 +226,18 @@ def _fits(hint: Any, raw: Any) -> bool:
 
 
 def _kind(hint: Any) -> str:
+    """A type as problems name it: `an integer`, `a mapping`, `true/false`."""
     origin = get_origin(hint) or hint
     if origin is Literal:
         return "one of " + ", ".join(map(str, get_args(hint)))
     if dataclasses.is_dataclass(origin):
         return "a mapping"
-    return _KIND_NAMES.get(origin, getattr(origin, "__name__", str(origin)))
+    name = _TYPE_NAMES.get(origin)
+    if name is None:
+        return getattr(origin, "__name__", str(origin))
+    if origin is bool:
+        return name
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
 _HINTS: dict[type, dict[str, Any]] = {}
@@ -232,7 +253,7 @@ def _hints(cls: type) -> dict[str, Any]:
 def read_string_map(r: Reader, raw: Any, where: str) -> dict[str, str] | Any:
     """FFmpeg-style options: scalar values of any YAML type, passed on as strings."""
     if not isinstance(raw, dict):
-        r.problem(where, f"expected a mapping, got {describe_value(raw)}")
+        r.problem(where, f"expected a mapping, got {describe_value(raw, where)}")
         return INVALID
     bad = [k for k, v in raw.items() if isinstance(v, (list, dict))]
     for k in bad:
@@ -243,7 +264,7 @@ def read_string_map(r: Reader, raw: Any, where: str) -> dict[str, str] | Any:
 def read_file(r: Reader, raw: Any, where: str) -> str | Any:
     """A path relative to the config file, which must exist."""
     if not isinstance(raw, str):
-        r.problem(where, f"expected a file path, got {describe_value(raw)}")
+        r.problem(where, f"expected a file path, got {describe_value(raw, where)}")
         return INVALID
     resolved = resolve_path(r.base_dir, raw)
     if not os.path.isfile(resolved):
@@ -255,7 +276,7 @@ def read_file(r: Reader, raw: Any, where: str) -> str | Any:
 def read_path(r: Reader, raw: Any, where: str) -> str | Any:
     """A path relative to the config file (it need not exist yet)."""
     if not isinstance(raw, str) or not raw:
-        r.problem(where, f"expected a path, got {describe_value(raw)}")
+        r.problem(where, f"expected a path, got {describe_value(raw, where)}")
         return INVALID
     return resolve_path(r.base_dir, raw)
 
@@ -278,7 +299,7 @@ def shown_default(f: dataclasses.Field) -> str:
         return "true" if value else "false"
     if isinstance(value, tuple):
         value = list(value)
-    return f"`{value}`" if not isinstance(value, str) else f"`{value}`"
+    return f"`{value}`"
 
 
 def type_name(hint: Any) -> str:
@@ -297,9 +318,10 @@ def type_name(hint: Any) -> str:
         return "[" + ", ".join(type_name(a) for a in get_args(hint)) + "]"
     if dataclasses.is_dataclass(hint):
         return "mapping"
-    return {int: "integer", float: "number", str: "string", bool: "true/false"}.get(hint, str(hint))
+    return _TYPE_NAMES.get(hint, str(hint))
 
 
 def readable_fields(cls: type) -> list[tuple[dataclasses.Field, Any]]:
+    """The fields read from YAML (not the ones the program fills), with their types."""
     hints = _hints(cls)
     return [(f, hints[f.name]) for f in fields(cls) if f.init and not f.metadata.get("internal")]

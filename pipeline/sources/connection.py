@@ -19,25 +19,32 @@ import av
 
 from pipeline.config import SourceConfig
 from pipeline.errors import one_line
+from pipeline.redact import redact
 
 log = logging.getLogger("pipeline.source")
 
 
 class SourceError(Exception):
-    """The camera cannot be read; the message says why in one line."""
+    """The camera cannot be read; the message says why in one line. It names the camera's
+    URL (or FFmpeg's error does), so it is redacted here, once for every place that
+    shows it (logs, camera states, the summary, events)."""
+
+    def __init__(self, message: str):
+        super().__init__(redact(message))
 
 
 def probe(uri: str) -> str | None:
-    """Why a video file cannot be read (None when it can): opens it and decodes one frame."""
+    """Why a video file cannot be read (None when it can): opens it and decodes one frame.
+    The reason is redacted: it names the file, which may be a URL."""
     try:
         with av.open(uri) as c:
             if not c.streams.video:
-                return f"no video stream in {uri}"
+                return redact(f"no video stream in {uri}")
             for _ in c.decode(video=0):
                 return None
-            return f"no decodable frame in {uri}"
+            return redact(f"no decodable frame in {uri}")
     except Exception as e:
-        return f"cannot read video {uri}: {one_line(e)}"
+        return redact(f"cannot read video {uri}: {one_line(e)}")
 
 
 MAX_FPS = 1000
@@ -156,7 +163,7 @@ class Connection:
                 decoded = self._decode(packet)
             except (av.error.FFmpegError, ValueError) as e:
                 self.stats.bad_packets += 1
-                self.on_bad_packet(one_line(e))
+                self.on_bad_packet(redact(one_line(e)))
                 decoded = []
             if decoded or good_at is None:
                 good_at = now
@@ -192,7 +199,7 @@ class Connection:
         except (av.error.FFmpegError, OSError) as e:
             if self.config.network:
                 raise SourceError(f"stream error: {one_line(e)}") from None
-            self.ended_early = one_line(e)
+            self.ended_early = redact(one_line(e))
 
     def close(self) -> None:
         self.container.close()
