@@ -22,12 +22,12 @@ from pipeline.config.outputs import (JsonlOutputConfig, MetricsConfig, OutputsCo
 from pipeline.config.schema import ConfigError, Reader, is_url, resolve_path
 from pipeline.config.sources import QueueConfig, ReconnectConfig, SourceConfig
 from pipeline.config.stages import (STAGE_SPECS, AnalyticsSpec, AnnotateSpec, ClassifySpec, DetectSpec, StageSpec,
-                                    TrackSpec, read_graph)
+                                    TrackSpec, entry_stage, read_graph)
 
 __all__ = ["Config", "ConfigError", "SourceConfig", "QueueConfig", "ReconnectConfig", "ModelConfig", "BatchingConfig",
            "EngineConfig", "OutputsConfig", "VideoOutputConfig", "JsonlOutputConfig", "MetricsConfig",
            "RuntimeConfig", "StageSpec", "DetectSpec", "TrackSpec", "ClassifySpec", "AnalyticsSpec", "AnnotateSpec",
-           "STAGE_SPECS", "LAYOUTS", "load_config", "parse_config", "read_config", "is_url", "resolve_path",
+           "STAGE_SPECS", "LAYOUTS", "entry_stage", "load_config", "parse_config", "read_config", "is_url", "resolve_path",
            "output_path_problems"]
 
 
@@ -43,10 +43,10 @@ class Config:
 
     @property
     def detector(self) -> ModelConfig:
-        """The model of the first stage: its preprocessing runs in the source threads."""
-        first = self.graph[0]
-        assert isinstance(first, DetectSpec)
-        return self.models[first.model]
+        """The model of the entry stage: its preprocessing runs in the source threads."""
+        entry = entry_stage(self.graph)
+        assert entry is not None, "read_graph refuses a graph without its entry stage"
+        return self.models[entry.model]
 
     def used_models(self) -> list[str]:
         return sorted({s.model for s in self.graph if isinstance(s, (DetectSpec, ClassifySpec)) and s.model})

@@ -27,10 +27,8 @@ class GraphContext:
 
     @property
     def detector(self) -> ModelConfig | None:
-        first = self.before[0] if self.before else None
-        if isinstance(first, DetectSpec):
-            return self.models.get(first.model)
-        return None
+        entry = entry_stage(self.before)
+        return self.models.get(entry.model) if entry is not None else None
 
     def last(self, kind: type) -> Any:
         return next((s for s in reversed(self.before) if isinstance(s, kind)), None)
@@ -90,8 +88,6 @@ class DetectSpec(StageSpec):
     model: str = option(doc="the detector (a name under `models`)")
 
     def check(self, ctx: GraphContext, r: Reader) -> None:
-        if ctx.before:
-            r.problem(self.path, "only the first stage may be a detect stage")
         _check_model(r, ctx, f"{self.path}.model", self.model, classifier=False)
 
 
@@ -160,21 +156,24 @@ MIN_DISTANCE_DOC = "... or once it is this many pixels past the line or edge"
 
 
 @dataclass(kw_only=True)
-class LineSpec:
-    name: str = option(doc="the line's name (events, counts)")
-    points: list[tuple[float, float]] = option(read=read_points(2), doc="two [x, y] points in frame pixels")
+class _CountingSpec:
+    """What lines and zones share: which objects count, and when a change of side does."""
+
     classes: list[str] | None = option(None, shown="all", doc="count only these classes")
     min_frames: int = option(3, check=positive, doc=MIN_FRAMES_DOC)
     min_distance: float | None = option(None, check=positive, shown="off", doc=MIN_DISTANCE_DOC)
 
 
 @dataclass(kw_only=True)
-class ZoneSpec:
+class LineSpec(_CountingSpec):
+    name: str = option(doc="the line's name (events, counts)")
+    points: list[tuple[float, float]] = option(read=read_points(2), doc="two [x, y] points in frame pixels")
+
+
+@dataclass(kw_only=True)
+class ZoneSpec(_CountingSpec):
     name: str = option(doc="the zone's name (events, counts)")
     polygon: list[tuple[float, float]] = option(read=read_points(None), doc="3 or more [x, y] points")
-    classes: list[str] | None = option(None, shown="all", doc="count only these classes")
-    min_frames: int = option(3, check=positive, doc=MIN_FRAMES_DOC)
-    min_distance: float | None = option(None, check=positive, shown="off", doc=MIN_DISTANCE_DOC)
 
 
 @dataclass(kw_only=True)
@@ -223,6 +222,25 @@ STAGE_SPECS: dict[str, type[StageSpec]] = {s.type: s for s in (DetectSpec, Track
                                                                  AnnotateSpec)}
 
 
+def entry_stage(graph: list[StageSpec]) -> DetectSpec | None:
+    """The stage the ingress feeds: the graph's first, a detect stage. This rule lives here
+    only; `read_graph` refuses a graph it does not hold for."""
+    first = graph[0] if graph else None
+    return first if isinstance(first, DetectSpec) else None
+
+
+def _entry_problems(r: Reader, stages: list[StageSpec]) -> list[StageSpec]:
+    """Report a graph without its entry stage, or with a detect stage anywhere else; the
+    misplaced stages are returned."""
+    if stages and entry_stage(stages) is None:
+        r.problem("graph[0]", "the first stage must be 'detect'")
+    entry = entry_stage(stages)
+    misplaced = [s for s in stages if isinstance(s, DetectSpec) and s is not entry]
+    for spec in misplaced:
+        r.problem(spec.path, "only the first stage may be a detect stage")
+    return misplaced
+
+
 def read_graph(r: Reader, value: Any, models: dict[str, ModelConfig], cameras: list[str]) -> list[StageSpec]:
     """The stages in order, each read into its spec and checked against what precedes it."""
     if not isinstance(value, list) or not value:
@@ -242,13 +260,12 @@ def read_graph(r: Reader, value: Any, models: dict[str, ModelConfig], cameras: l
             r.problem(path, f"unknown stage type {stype!r} (known: {', '.join(STAGE_SPECS)})")
             continue
         stages.append(r.record(spec_cls, options, f"{path}.{stype}", {"path": f"{path}.{stype}"}))
-    if stages and not isinstance(stages[0], DetectSpec):
-        r.problem("graph[0]", "the first stage must be 'detect'")
+    extra_entries = _entry_problems(r, stages)
     names: dict[str, str] = {}
     for i, spec in enumerate(stages):
         spec.check(GraphContext(models, cameras, stages[:i]), r)
-        if isinstance(spec, DetectSpec) and i > 0:
-            continue  # reported already: only the first stage may detect
+        if any(spec is m for m in extra_entries):
+            continue  # reported already
         if spec.stage_name in names:
             r.problem(f"{spec.path}.name", f"stage name {spec.stage_name!r} is already used by {names[spec.stage_name]}"
                                            f" (give one of them a `name`)")

@@ -1,4 +1,13 @@
-"""The stage base: a thread that takes items from a queue, works, and emits downstream.
+"""What every stage of the graph is (`Stage`), the base of the stages cheap enough to run
+inline, and the run's shared stop signals.
+
+Every stage, the sink included, is started, handed items (`accept`), stopped (an abort:
+queued work is given up and waiting threads wake), joined and closed the same way, and
+passes what it finished to `emit`, which the graph wires to the next stage's `accept`.
+
+A stage cheap enough per frame (tracking, analytics, drawing: well under a millisecond)
+runs inline: in the thread of the stage before it. Each hand-over between threads costs a
+wake-up and a wait for the interpreter lock, which at load shows in the latency tail.
 
 Error containment lives here once for every stage: an exception on one frame is counted,
 logged with the camera and sequence number, recorded on the frame, and the frame goes on
@@ -9,11 +18,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Protocol
 
 from pipeline.frames import EndOfStream, Frame, Item
 from pipeline.metrics.registry import Metrics
-from pipeline.runtime.queues import BoundedQueue, QueueClosed
 
 log = logging.getLogger("pipeline.stage")
 
@@ -29,6 +37,27 @@ class RunControl:
         self.abort = threading.Event()
 
 
+class Stage(Protocol):
+    name: str
+    emit: Emit
+
+    def start(self) -> None: ...
+
+    def accept(self, item: Item) -> None:
+        """Take one item from the stage before (waits while the stage is full: backpressure)."""
+        ...
+
+    def stop(self) -> None:
+        """Abort: give up queued work and wake every thread waiting in the stage."""
+        ...
+
+    def join(self, timeout: float | None = None) -> None: ...
+
+    def close(self) -> None:
+        """Release what the stage holds (engines, files) once its threads are done."""
+        ...
+
+
 def contain(metrics: Metrics, stage: str, frame: Frame, error: BaseException) -> None:
     """Record a per-frame failure: counted, logged once per frame, kept on the frame."""
     message = f"{stage}: {type(error).__name__}: {error}"
@@ -37,30 +66,14 @@ def contain(metrics: Metrics, stage: str, frame: Frame, error: BaseException) ->
     log.warning("camera %s frame %d: %s", frame.camera, frame.seq, message)
 
 
-class Stage:
-    """One worker thread over a bounded input queue; subclasses implement `process`.
+class InlineStage:
+    """A stage that works in the caller's thread; subclasses implement `process` (and
+    `end` for per-camera state)."""
 
-    A stage cheap enough per frame (tracking, analytics, drawing: well under a
-    millisecond) runs `inline`: in the thread of the stage before it, called through
-    `push` instead of a queue. Each hand-over between threads costs a wake-up and a wait
-    for the interpreter lock, which at load shows in the latency tail."""
-
-    name = "stage"
-
-    def __init__(self, name: str, metrics: Metrics, control: RunControl, queue_size: int, inline: bool = False):
+    def __init__(self, name: str, metrics: Metrics):
         self.name = name
         self.metrics = metrics
-        self.control = control
-        self.inline = inline
-        self.input: BoundedQueue[Item] = BoundedQueue(name, queue_size, "block")
-        if not inline:
-            metrics.queues[name] = self.input
         self.emit: Emit = lambda item: None
-        self._threads: list[threading.Thread] = []
-
-    def join(self, timeout: float | None = None) -> None:
-        for t in self._threads:
-            t.join(timeout)
 
     def process(self, frame: Frame) -> Iterable[Item]:
         return (frame,)
@@ -69,33 +82,9 @@ class Stage:
         """A camera ended: drop its per-camera state and pass the marker on."""
         return (eos,)
 
-    def start(self) -> None:
-        if self.inline:
-            return
-        t = threading.Thread(target=self._loop, name=self.name, daemon=True)
-        self._threads.append(t)
-        t.start()
-
-    def push(self, item: Item) -> None:
-        """Run this inline stage on `item` in the caller's thread and pass the results on."""
+    def accept(self, item: Item) -> None:
         for out in self._handle(item):
             self.emit(out)
-
-    @property
-    def accept(self) -> Emit:
-        """How the stage before it hands an item over."""
-        return self.push if self.inline else self.input.put
-
-    def _loop(self) -> None:
-        try:
-            while not self.control.abort.is_set():
-                item = self.input.get(timeout=0.2)
-                if item is None:
-                    continue
-                for out in self._handle(item):
-                    self.emit(out)
-        except QueueClosed:
-            return
 
     def _handle(self, item: Item) -> Iterable[Item]:
         if isinstance(item, EndOfStream):
@@ -110,5 +99,14 @@ class Stage:
         self.metrics.stage_busy(self.name, time.perf_counter() - t0)
         return out
 
+    def start(self) -> None:
+        """Nothing to start: it runs in the thread of the stage before it."""
+
+    def stop(self) -> None:
+        """Nothing queued to give up."""
+
+    def join(self, timeout: float | None = None) -> None:
+        """No thread of its own."""
+
     def close(self) -> None:
-        """Release what the stage holds (engines, files) once its threads are done."""
+        """Nothing held."""

@@ -25,7 +25,7 @@ import numpy as np
 from pipeline.config.stages import AnalyticsSpec, LineSpec, ZoneSpec
 from pipeline.frames import ClassNames, EndOfStream, Frame, Item, LineCount, ZoneCount
 from pipeline.metrics.registry import Metrics
-from pipeline.runtime.stage import RunControl, Stage
+from pipeline.runtime.stage import InlineStage
 from pipeline.stages.build import BuildContext
 
 
@@ -142,17 +142,16 @@ class CameraAnalytics:
     last: dict[int, tuple[np.ndarray, int]] = field(default_factory=dict)  # track -> (anchor, update seen)
 
 
-class AnalyticsStage(Stage):
-    def __init__(self, spec: AnalyticsSpec, names: ClassNames, metrics: Metrics, control: RunControl,
-                 queue_size: int):
-        super().__init__(spec.stage_name, metrics, control, queue_size, inline=spec.threads == 0)
+class AnalyticsStage(InlineStage):
+    def __init__(self, spec: AnalyticsSpec, names: ClassNames, metrics: Metrics):
+        super().__init__(spec.stage_name, metrics)
         self.names = names
         self.spec = spec
         self.cameras: dict[str, CameraAnalytics] = {}  # made on a camera's first frame, dropped at its end
 
     @classmethod
     def from_spec(cls, spec: AnalyticsSpec, ctx: BuildContext) -> "AnalyticsStage":
-        return cls(spec, ctx.detector_names, ctx.metrics, ctx.control, ctx.queue_size)
+        return cls(spec, ctx.detector_names, ctx.metrics)
 
     def _camera(self, camera: str) -> CameraAnalytics | None:
         """The camera's lines and zones; a camera that ended and is added again starts afresh."""

@@ -17,7 +17,7 @@ import numpy as np
 from pipeline.config import AnnotateSpec
 from pipeline.frames import Detections, Frame, Item
 from pipeline.metrics.registry import Metrics
-from pipeline.runtime.stage import RunControl, Stage
+from pipeline.runtime.stage import InlineStage
 from pipeline.stages.build import BuildContext
 
 FONT = cv2.FONT_HERSHEY_SIMPLEX
@@ -112,13 +112,13 @@ def draw(image: np.ndarray, frame: Frame) -> None:
     draw_detections(image, frame.detections)
 
 
-class AnnotateStage(Stage):
-    def __init__(self, spec: AnnotateSpec, metrics: Metrics, control: RunControl, queue_size: int):
-        super().__init__(spec.stage_name, metrics, control, queue_size, inline=spec.threads == 0)
+class AnnotateStage(InlineStage):
+    def __init__(self, spec: AnnotateSpec, metrics: Metrics):
+        super().__init__(spec.stage_name, metrics)
 
     @classmethod
     def from_spec(cls, spec: AnnotateSpec, ctx: BuildContext) -> "AnnotateStage":
-        return cls(spec, ctx.metrics, ctx.control, ctx.queue_size)
+        return cls(spec, ctx.metrics)
 
     def process(self, frame: Frame) -> Iterable[Item]:
         draw(frame.image, frame)

@@ -1,5 +1,6 @@
 """What a stage is built from besides its spec: the run's config, metrics and control,
-and the engines (one per model, created once and shared by the stages that use it)."""
+the engines (one per model, created once and shared by the stages that use it) and the
+ingress the first stage is fed by."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,6 +10,7 @@ from pipeline.config import Config
 from pipeline.engines.engine import Engine
 from pipeline.frames import ClassNames
 from pipeline.metrics.registry import Metrics
+from pipeline.runtime.ingress import Ingress
 from pipeline.runtime.stage import RunControl
 
 
@@ -18,6 +20,7 @@ class BuildContext:
     metrics: Metrics
     control: RunControl
     engine: Callable[[str], Engine]  # the engine of a model, by model name
+    ingress: Ingress | None = None   # the cameras' lanes, which feed the first stage
 
     @property
     def queue_size(self) -> int:

@@ -19,10 +19,12 @@ import numpy as np
 
 from pipeline.config import ClassifySpec, ModelConfig
 from pipeline.decoders.layouts import classify
-from pipeline.engines.engine import Chunks, Engine
-from pipeline.frames import Attribute, ClassNames, EndOfStream, Frame
+from pipeline.engines.batching import BatchPolicy
+from pipeline.engines.protocol import Chunks, InferenceEngine
+from pipeline.frames import Attribute, ClassNames, EndOfStream, Frame, Item
 from pipeline.metrics.registry import Metrics
 from pipeline.preprocess import Preprocessor
+from pipeline.runtime.queues import BoundedQueue
 from pipeline.runtime.stage import RunControl, contain
 from pipeline.stages.build import BuildContext
 from pipeline.stages.crops import CropPolicy
@@ -62,9 +64,11 @@ def forget_stale(tracks: dict[int, _TrackLabel], seq: int) -> None:
 
 
 class ClassifyStage(InferenceStage):
-    def __init__(self, spec: ClassifySpec, model: ModelConfig, engine: Engine, detector: ClassNames,
-                 metrics: Metrics, control: RunControl, queue_size: int):
-        super().__init__(spec.stage_name, engine, metrics, control, queue_size, pass_through_room=8)
+    def __init__(self, spec: ClassifySpec, model: ModelConfig, engine: InferenceEngine, policy: BatchPolicy,
+                 detector: ClassNames, metrics: Metrics, control: RunControl, queue_size: int):
+        super().__init__(spec.stage_name, engine, policy, metrics, control, pass_through_room=8)
+        self.input: BoundedQueue[Item] = BoundedQueue(self.name, queue_size, "block")
+        metrics.queues[self.name] = self.input
         self.model = model
         self.names = ClassNames(model.labels)
         self.crops = CropPolicy.from_spec(spec, detector)
@@ -82,25 +86,28 @@ class ClassifyStage(InferenceStage):
 
     @classmethod
     def from_spec(cls, spec: ClassifySpec, ctx: BuildContext) -> "ClassifyStage":
-        return cls(spec, ctx.config.models[spec.model], ctx.engine(spec.model), ctx.detector_names, ctx.metrics,
+        engine = ctx.engine(spec.model)
+        return cls(spec, ctx.config.models[spec.model], engine, engine.policy, ctx.detector_names, ctx.metrics,
                    ctx.control, ctx.queue_size)
+
+    def accept(self, item: Item) -> None:
+        self.input.put(item)
+
+    def stop(self) -> None:
+        self.input.close()
+        super().stop()
 
     # -- input side ---------------------------------------------------------------------
     def _worker_freed(self) -> None:
         self.input.wake()
 
     def _batch_due(self) -> bool:
-        """Submit the crops held now: a worker is idle (never hold a crop then), or the
-        engine's preferred batch is full."""
-        return bool(self._inputs) and (self.engine.has_idle_worker() or len(self._inputs) >= self._want())
-
-    def _want(self) -> int:
-        return min(self.model.batching.max_batch, self.engine.preferred_batch)
+        return self.policy.due(len(self._inputs), self.engine.has_idle_worker())
 
     def feed_loop(self) -> None:
         """Crops of many frames form a batch only while every worker is busy anyway (and at
         most `max_wait_ms`): the same work-conserving rule as the detector's batcher."""
-        wait_s = self.model.batching.max_wait_ms / 1000.0
+        wait_s = self.policy.max_wait_s
         while not self.control.abort.is_set():
             timeout = 0.2
             if self._inputs:
@@ -146,7 +153,7 @@ class ClassifyStage(InferenceStage):
                     self._first_crop_at = time.perf_counter()
                 self._inputs.append(tensor)
                 self._refs.append((pending, r, state))
-                if len(self._inputs) >= self._want():
+                if len(self._inputs) >= self.policy.target:
                     self._flush()
         except Exception as e:
             contain(self.metrics, self.name, frame, e)
@@ -207,8 +214,8 @@ class ClassifyStage(InferenceStage):
         self.submit(crops, refs)
 
     # -- completion side ----------------------------------------------------------------
-    def complete(self, refs: list[tuple[_Pending, int, _TrackLabel | None]],  # type: ignore[override]
-                 result: Chunks | BaseException) -> list[Frame]:
+    def complete(self, refs: list[tuple[_Pending, int, _TrackLabel | None]],
+                 result: Chunks | BaseException) -> list[Item]:
         t0 = time.perf_counter()
         if isinstance(result, BaseException):
             for pending, _, _ in {id(p): (p, 0, None) for p, _, _ in refs}.values():

@@ -1,9 +1,9 @@
 """The detector stage: dynamic batching across cameras, asynchronous inference, decode + NMS.
 
 Two threads and no waiting on inference:
-- the batcher waits until the engine can take a batch, then forms it from the
-  per-camera lanes, oldest frame first: at once when a worker is idle, else (every worker busy) up to
-  the engine's preferred batch or `max_wait_ms`; it stamps each frame's gap-free
+- the batcher waits until the engine can take a batch, then forms it from the ingress's
+  per-camera lanes, oldest frame first: at once when a worker is idle, else (every worker
+  busy) up to the policy's target batch or `max_wait_ms`; it stamps each frame's gap-free
   `order` and submits;
 - the completion thread decodes each finished batch (layout decode, score filter,
   class-aware NMS, boxes back to frame pixels) and releases frames per camera in order.
@@ -15,38 +15,37 @@ import time
 
 from pipeline.config import DetectSpec, ModelConfig
 from pipeline.decoders.layouts import DetectionDecoder
-from pipeline.engines.engine import Chunks, Engine
-from pipeline.frames import Detections, EndOfStream, Frame
+from pipeline.engines.batching import BatchPolicy
+from pipeline.engines.protocol import Chunks, InferenceEngine
+from pipeline.frames import Detections, EndOfStream, Frame, Item
 from pipeline.metrics.registry import Metrics
-from pipeline.runtime.queues import LaneQueue
+from pipeline.runtime.ingress import Ingress
 from pipeline.runtime.stage import RunControl, contain
 from pipeline.stages.build import BuildContext
 from pipeline.stages.inference import InferenceStage
 
 
 class DetectStage(InferenceStage):
-    def __init__(self, name: str, model: ModelConfig, engine: Engine, metrics: Metrics, control: RunControl,
-                 queue_size: int):
-        super().__init__(name, engine, metrics, control, queue_size, pass_through_room=4)
+    """Fed by the ingress (the cameras' lanes), which the graph builds in front of it."""
+
+    def __init__(self, name: str, model: ModelConfig, engine: InferenceEngine, policy: BatchPolicy,
+                 metrics: Metrics, control: RunControl, ingress: Ingress):
+        super().__init__(name, engine, policy, metrics, control, pass_through_room=4)
         self.model = model
         self.decoder = DetectionDecoder(model)
-        self.lanes = LaneQueue(f"{name}.lanes", on_drop=self._dropped)
-        metrics.queues[f"{name}.lanes"] = self.lanes
-        del metrics.queues[name]
+        self.ingress = ingress
         self._orders: dict[str, int] = {}
-        engine.on_free(self.lanes.wake)
+        engine.on_free(self.ingress.wake)
 
     @classmethod
     def from_spec(cls, spec: DetectSpec, ctx: BuildContext) -> "DetectStage":
-        return cls(spec.stage_name, ctx.config.models[spec.model], ctx.engine(spec.model), ctx.metrics, ctx.control,
-                   ctx.queue_size)
+        assert ctx.ingress is not None
+        engine = ctx.engine(spec.model)
+        return cls(spec.stage_name, ctx.config.models[spec.model], engine, engine.policy, ctx.metrics, ctx.control,
+                   ctx.ingress)
 
-    def add_camera(self, camera: str, size: int, policy: str) -> None:
-        self.lanes.add_lane(camera, size, policy)
-
-    def _dropped(self, item: object, reason: str) -> None:
-        if isinstance(item, Frame):
-            self.metrics.drop(item.camera, reason)
+    def accept(self, item: Item) -> None:
+        self.ingress.put(item)
 
     def _next_order(self, camera: str) -> int:
         n = self._orders.get(camera, 0)
@@ -57,13 +56,12 @@ class DetectStage(InferenceStage):
         """Work-conserving batching: wait for room in the engine first, then take what is
         waiting. A frame never waits while a worker is idle; frames are held back for a
         fuller batch only while every worker is busy anyway, and only up to the engine's
-        preferred batch (where batching really saves cost per item: on a GPU, not on a CPU)."""
-        max_wait = self.model.batching.max_wait_ms / 1000.0
+        target batch (where batching really saves cost per item: on a GPU, not on a CPU)."""
         while not self.control.abort.is_set():
             if not self.engine.wait_ready(timeout=0.2):
                 continue
-            want = min(self.model.batching.max_batch, self.engine.preferred_batch)
-            items = self.lanes.collect(want, max_wait, hold=lambda: not self.engine.has_idle_worker())
+            items = self.ingress.collect(self.policy.target, self.policy.max_wait_s,
+                                         hold=lambda: not self.engine.has_idle_worker())
             frames: list[Frame] = []
             for item in items:
                 item.order = self._next_order(item.camera)
@@ -74,11 +72,11 @@ class DetectStage(InferenceStage):
                 self.submit([f.tensor for f in frames], frames)
             for item in items:
                 if isinstance(item, EndOfStream):
-                    self.lanes.remove_lane(item.camera)
+                    self.ingress.remove_camera(item.camera)
                     self._orders.pop(item.camera, None)
                     self.pass_through(item)
 
-    def complete(self, frames: list[Frame], result: Chunks | BaseException) -> list[Frame]:  # type: ignore[override]
+    def complete(self, frames: list[Frame], result: Chunks | BaseException) -> list[Frame]:
         t0 = time.perf_counter()
         if isinstance(result, BaseException):
             for f in frames:
@@ -107,6 +105,10 @@ class DetectStage(InferenceStage):
         self.metrics.stage_busy(self.name, time.perf_counter() - t0, len(frames))
         return frames
 
+    def stop(self) -> None:
+        self.ingress.close()
+        super().stop()
+
     def close(self) -> None:
-        self.lanes.close()
+        self.ingress.close()
         super().close()

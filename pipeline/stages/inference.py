@@ -1,21 +1,23 @@
 """The shape shared by the stages around an engine (detect, classify).
 
-A feeding thread forms batches and submits them; the engine's completion callback only
-hands the result over (never blocking: results are bounded by the engine's in-flight
-credits); a completion thread gives the credit back, turns results into finished frames
-and releases them per camera in sequence order. Items that need no inference pass
-through the same completion queue, so order is kept for them too.
+A feeding thread forms batches (by the stage's `BatchPolicy`) and submits them; the
+engine's completion callback only hands the result over (never blocking: results are
+bounded by the engine's in-flight credits); a completion thread gives the credit back,
+turns results into finished frames and releases them per camera in sequence order. Items
+that need no inference pass through the same completion queue, so order is kept for
+them too.
 """
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
 
-from pipeline.engines.engine import Chunks, Engine, EngineClosed
+from pipeline.engines.batching import BatchPolicy
+from pipeline.engines.protocol import Chunks, EngineClosed, InferenceEngine
 from pipeline.frames import Item
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.queues import BoundedQueue, QueueClosed
-from pipeline.runtime.stage import RunControl, Stage
+from pipeline.runtime.stage import Emit, RunControl
 from pipeline.stages.reorder import Reorderer
 
 
@@ -42,20 +44,35 @@ class PassThrough:
     item: Item
 
 
-class InferenceStage(Stage):
-    def __init__(self, name: str, engine: Engine, metrics: Metrics, control: RunControl, queue_size: int,
-                 pass_through_room: int):
-        super().__init__(name, metrics, control, queue_size)
+class InferenceStage:
+    def __init__(self, name: str, engine: InferenceEngine, policy: BatchPolicy, metrics: Metrics,
+                 control: RunControl, pass_through_room: int):
+        self.name = name
         self.engine = engine
+        self.policy = policy
+        self.metrics = metrics
+        self.control = control
+        self.emit: Emit = lambda item: None
         self.completions: BoundedQueue = BoundedQueue(f"{name}.done", engine.max_inflight + pass_through_room,
                                                       "block")
         self._reorder = Reorderer()
+        self._threads: list[threading.Thread] = []
+
+    def accept(self, item: Item) -> None:
+        raise NotImplementedError
 
     def start(self) -> None:
         for target, suffix in ((self._feed, "feed"), (self._completion_loop, "completion")):
             t = threading.Thread(target=target, name=f"{self.name}-{suffix}", daemon=True)
             self._threads.append(t)
             t.start()
+
+    def stop(self) -> None:
+        self.completions.close()
+
+    def join(self, timeout: float | None = None) -> None:
+        for t in self._threads:
+            t.join(timeout)
 
     def _feed(self) -> None:
         try:
@@ -67,7 +84,7 @@ class InferenceStage(Stage):
         """Form batches and submit them until the stage is aborted."""
         raise NotImplementedError
 
-    def complete(self, context: object, result: Chunks | BaseException) -> list[Item]:
+    def complete(self, context, result: Chunks | BaseException) -> list[Item]:
         """Turn one batch result (or its error) into the frames it finished."""
         raise NotImplementedError
 
@@ -107,9 +124,6 @@ class InferenceStage(Stage):
                         self.emit(out)
         except QueueClosed:
             return
-
-    def process(self, frame):  # frames are taken by `feed_loop`
-        raise NotImplementedError
 
     def close(self) -> None:
         self.completions.close()

@@ -28,7 +28,7 @@ from pipeline.config import TrackSpec
 from pipeline.decoders.nms import iou_matrix
 from pipeline.frames import EndOfStream, Frame, Item
 from pipeline.metrics.registry import Metrics
-from pipeline.runtime.stage import RunControl, Stage
+from pipeline.runtime.stage import InlineStage
 from pipeline.stages.build import BuildContext
 
 _CHI = 1.0 / 20
@@ -176,17 +176,17 @@ class ByteTracker:
         return ids
 
 
-class TrackStage(Stage):
+class TrackStage(InlineStage):
     """Per-camera trackers; frames arrive in order (the detector restores it)."""
 
-    def __init__(self, spec: TrackSpec, metrics: Metrics, control: RunControl, queue_size: int):
-        super().__init__(spec.stage_name, metrics, control, queue_size, inline=spec.threads == 0)
+    def __init__(self, spec: TrackSpec, metrics: Metrics):
+        super().__init__(spec.stage_name, metrics)
         self.spec = spec
         self.trackers: dict[str, ByteTracker] = {}
 
     @classmethod
     def from_spec(cls, spec: TrackSpec, ctx: BuildContext) -> "TrackStage":
-        return cls(spec, ctx.metrics, ctx.control, ctx.queue_size)
+        return cls(spec, ctx.metrics)
 
     def process(self, frame: Frame) -> Iterable[Item]:
         det = frame.detections

@@ -4,9 +4,12 @@ import threading
 import numpy as np
 import pytest
 
-from onnx_models import make_fixed_batch
+from onnx_models import make_fixed_batch, make_nms_inside
 from pipeline.config import BatchingConfig, EngineConfig, ModelConfig
-from pipeline.engines.engine import Engine, choose_batch
+from pipeline.engines.engine import Engine, describe, open_engine as open_standalone
+from pipeline.engines.binding import DeviceBinder, GraphIds
+from pipeline.engines.plan import plan_engine
+from pipeline.engines.profile import choose_batch
 from pipeline.engines.session import ModelError
 from pipeline.metrics.registry import EngineStats
 
@@ -17,7 +20,7 @@ def yolox(path: str, **engine) -> ModelConfig:
 
 
 def open_engine(model: ModelConfig, stats: EngineStats | None = None, workers: int = 1) -> Engine:
-    return Engine.open(model, stats, cores=2, workers=workers)
+    return open_standalone(model, stats, cores=2, workers=workers)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +73,7 @@ def test_a_fixed_batch_model_gets_its_batches_split(tmp_path, model_path, inputs
     engine = open_engine(yolox(path), stats)
     try:
         assert engine.fixed_batch == 1
-        assert "fixed batch 1" in engine.describe()
+        assert "fixed batch 1" in describe(engine)
         chunks = engine.infer(inputs[:3])
     finally:
         engine.close()
@@ -96,7 +99,7 @@ def test_batches_are_padded_to_the_allowed_sizes(model_path, inputs, reference):
 
 def test_no_more_than_max_inflight_batches_are_out(model_path, inputs):
     stats = EngineStats()
-    engine = Engine.open(yolox(model_path("yolox_nano.onnx"), max_inflight=2, workers=2), stats)
+    engine = open_standalone(yolox(model_path("yolox_nano.onnx"), max_inflight=2, workers=2), stats)
     done = threading.Semaphore(0)
     consumer = threading.Thread(target=lambda: [done.acquire(timeout=30) and engine.consumed() for _ in range(6)])
     try:
@@ -138,7 +141,7 @@ def test_providers_reported_are_the_sessions_own(model_path):
     try:
         assert engine.providers == engine.session.get_providers()
         if engine.providers[0] == "CPUExecutionProvider":
-            assert "CUDAExecutionProvider asked for but not available" in engine.describe()
+            assert "CUDAExecutionProvider asked for but not available" in describe(engine)
     finally:
         engine.close()
 
@@ -148,14 +151,46 @@ def test_device_buffer_path_updates_inputs_in_place(model_path, inputs, referenc
     bound once) run with host memory standing in for the GPU this machine lacks: every
     batch must see its own input, never the previous one's."""
     engine = open_engine(yolox(model_path("yolox_nano.onnx")))
-    engine.on_gpu, engine.device = True, "cpu"
+    engine.binder = binder = DeviceBinder("det", engine.input_name, engine.output_names, 0, graphs=False, device="cpu")
     try:
         for i in (0, 1, 0, 2):
             got = rows(engine.infer([inputs[i]]))[0]
             np.testing.assert_allclose(got, reference[i], rtol=1e-4, atol=1e-3)
-        assert engine._bound_outputs  # static output shapes were preallocated and bound
+        assert all(binder._kept.values())  # static output shapes were preallocated and bound
     finally:
         engine.close()
+
+
+def test_cuda_graphs_are_numbered_from_one_per_bound_buffer_set():
+    """Graph 0 is ORT's default: a plain run on the session would have captured it on
+    ORT's own buffers, so a bound buffer set replaying it would run a stale graph."""
+    ids = GraphIds()
+    assert [ids.of(k) for k in [(0, 0, 1), (1, 0, 1), (0, 0, 1), (0, 0, 4)]] == [1, 2, 1, 3]
+
+
+def test_cuda_graphs_refuse_outputs_whose_shape_follows_the_data(tmp_path, model_path):
+    """A replayed graph writes to the addresses it captured: an output allocated afresh by
+    each run (NMS inside) would be written after it was freed."""
+    path = make_nms_inside(model_path("yolox_nano.onnx"), str(tmp_path / "e2e.onnx"))
+    engine = open_engine(ModelConfig(name="det", path=path, layout="e2e", input_size=(416, 416)))
+    engine.binder = DeviceBinder("det", engine.input_name, engine.output_names, 0, graphs=True, device="cpu")
+    try:
+        with pytest.raises(ModelError, match=r"models.det.engine.cuda_graph: output\(s\) .* change shape"):
+            engine.infer([np.zeros((3, 416, 416), np.float32)])
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("engine_options,wrong", [
+    ({"io_binding": False}, "io_binding: true"),
+    ({"mode": "async"}, "mode: thread"),
+    ({"workers": 2}, "workers: 1"),
+])
+def test_cuda_graphs_are_refused_without_bound_buffers_one_thread_and_one_worker(model_path, engine_options, wrong):
+    model = yolox(model_path("yolox_nano.onnx"), cuda_graph=True, **engine_options)
+    with pytest.raises(ModelError, match=f"models.det.engine.cuda_graph: needs .*{wrong}"):
+        plan_engine(model, cores=4, on_gpu=True)
+    plan_engine(model, cores=4, on_gpu=False)  # the same config on a CPU: graphs do not apply
 
 
 def test_the_decoded_output_can_be_chosen_by_name_or_index(tmp_path, model_path, inputs, reference):

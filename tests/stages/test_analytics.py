@@ -10,7 +10,6 @@ from pipeline.config.schema import Reader
 from pipeline.config.stages import AnalyticsSpec, LineSpec
 from pipeline.frames import ClassNames, Detections, EndOfStream, Frame
 from pipeline.metrics.registry import Metrics
-from pipeline.runtime.stage import RunControl
 from pipeline.stages.analytics import AnalyticsStage, Line
 from pipeline.stages.annotate import draw_analytics
 
@@ -22,7 +21,7 @@ def stage(spec: dict, forget_after: int = 30) -> AnalyticsStage:
     parsed = r.record(AnalyticsSpec, {"cameras": {"cam": spec}}, "graph[2].analytics")
     assert not r.problems, r.problems
     parsed.forget_after = forget_after
-    return AnalyticsStage(parsed, NAMES, Metrics(), RunControl(), 4)
+    return AnalyticsStage(parsed, NAMES, Metrics())
 
 
 def frame(seq: int, rows: list[tuple[int, int, list[float]]]) -> Frame:
@@ -156,7 +155,7 @@ def test_a_person_hidden_for_45_frames_with_stride_3_keeps_its_zone_visit():
     from pipeline.stages.track import TrackStage
 
     track_spec = TrackSpec()
-    tracker = TrackStage(track_spec, Metrics(), RunControl(), 4)
+    tracker = TrackStage(track_spec, Metrics())
     s = stage({"zones": [{"name": "lot", "polygon": [[0, 0], [300, 0], [300, 300], [0, 300]]}]},
               forget_after=track_spec.max_age)
     events, ids = [], set()

@@ -6,6 +6,7 @@ import numpy as np
 
 from fake_engine import FakeEngine
 from pipeline.config import BatchingConfig, ClassifySpec, ModelConfig
+from pipeline.engines.batching import BatchPolicy
 from pipeline.frames import ClassNames, Detections, EndOfStream, Frame
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.stage import RunControl
@@ -38,7 +39,7 @@ def run(stage: ClassifyStage, items: list) -> list:
     stage.emit = out.append
     stage.start()
     for item in items:
-        stage.input.put(item)
+        stage.accept(item)
     deadline = time.monotonic() + 20
     while not (out and isinstance(out[-1], EndOfStream)) and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -53,7 +54,8 @@ def test_frames_wait_for_their_tracks_first_label_and_share_it():
     engine = FakeEngine(by_brightness, (3, 8, 8), delay=0.3)
     metrics = Metrics()
     spec = ClassifySpec(model="shade", name="shade", per_track=True, reclassify_interval=100, min_size=1)
-    stage = ClassifyStage(spec, classifier(), engine, DETECTOR, metrics, RunControl(), 16)  # type: ignore[arg-type]
+    policy = BatchPolicy.of(classifier().batching)
+    stage = ClassifyStage(spec, classifier(), engine, policy, DETECTOR, metrics, RunControl(), 16)
     out = run(stage, [frame(i, 240) for i in range(6)] + [EndOfStream("cam", order=6)])
     frames = out[:-1]
     assert [f.seq for f in frames] == list(range(6))
@@ -67,10 +69,11 @@ def test_frames_wait_for_their_tracks_first_label_and_share_it():
 def test_two_classifiers_keep_separate_labels_on_the_same_detection():
     det_engine_a = FakeEngine(by_brightness, (3, 8, 8))
     det_engine_b = FakeEngine(lambda b: [np.tile(np.array([[0, 0, 5]], np.float32), (len(b), 1))], (3, 8, 8))
-    first = ClassifyStage(ClassifySpec(model="shade", name="shade", min_size=1), classifier(), det_engine_a,  # type: ignore[arg-type]
+    policy = BatchPolicy.of(classifier().batching)
+    first = ClassifyStage(ClassifySpec(model="shade", name="shade", min_size=1), classifier(), det_engine_a, policy,
                           DETECTOR, Metrics(), RunControl(), 16)
-    second = ClassifyStage(ClassifySpec(model="shade", name="always_light", min_size=1), classifier(),  # type: ignore[arg-type]
-                           det_engine_b, DETECTOR, Metrics(), RunControl(), 16)
+    second = ClassifyStage(ClassifySpec(model="shade", name="always_light", min_size=1), classifier(), det_engine_b,
+                           policy, DETECTOR, Metrics(), RunControl(), 16)
     out = run(second, run(first, [frame(0, 10), EndOfStream("cam", order=1)]))
     attrs = out[0].detections.attributes
     assert list(attrs) == ["shade", "always_light"]

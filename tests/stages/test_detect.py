@@ -7,9 +7,11 @@ import numpy as np
 
 from fake_engine import FakeEngine
 from pipeline.config import BatchingConfig, ModelConfig
+from pipeline.engines.batching import BatchPolicy
 from pipeline.frames import EndOfStream, Frame
 from pipeline.metrics.registry import Metrics
 from pipeline.preprocess import Preprocessor
+from pipeline.runtime.ingress import Ingress
 from pipeline.runtime.stage import RunControl
 from pipeline.stages.detect import DetectStage
 
@@ -34,14 +36,19 @@ def frame(camera: str, seq: int, pre: Preprocessor) -> Frame:
     return f
 
 
+def detect_stage(model: ModelConfig, engine: FakeEngine, preferred: int = 1) -> DetectStage:
+    return DetectStage("detect", model, engine, BatchPolicy.of(model.batching, preferred), Metrics(), RunControl(),
+                       Ingress("detect.lanes", read_budget=4))
+
+
 def run_stage(stage: DetectStage, items: list, cameras: list[str], timeout: float = 20) -> list:
     out: list = []
     stage.emit = out.append
     for cam in cameras:
-        stage.add_camera(cam, 64, "block")
+        stage.ingress.add_camera(cam, 64, "block")
     stage.start()
     for item in items:
-        stage.lanes.lane(item.camera).put(item)
+        stage.accept(item)
     deadline = time.monotonic() + timeout
     while sum(isinstance(x, EndOfStream) for x in out) < len(cameras) and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -54,7 +61,7 @@ def test_out_of_order_completions_leave_in_camera_order_with_their_own_results()
     model = e2e_model(max_batch=3, max_wait_ms=1)
     rng = random.Random(4)
     engine = FakeEngine(echo_boxes, (3, SIZE, SIZE), max_inflight=4, workers=4, delay=lambda n: rng.uniform(0, 0.03))
-    stage = DetectStage("detect", model, engine, Metrics(), RunControl(), 4)  # type: ignore[arg-type]
+    stage = detect_stage(model, engine)
     pre = Preprocessor(model)
     items = [frame(cam, i, pre) for i in range(60) for cam in ("a", "b")]
     items += [EndOfStream("a"), EndOfStream("b")]
@@ -72,9 +79,8 @@ def test_batches_are_full_under_load_where_batching_pays():
     """A model whose batch of 8 costs little more than a batch of 1 (a GPU's shape): with
     frames waiting and the worker busy, the batcher fills batches to 8."""
     model = e2e_model(max_batch=8, max_wait_ms=200)
-    engine = FakeEngine(echo_boxes, (3, SIZE, SIZE), max_inflight=2, workers=1, preferred_batch=8,
-                        delay=lambda n: 0.02 + 0.002 * n)
-    stage = DetectStage("detect", model, engine, Metrics(), RunControl(), 4)  # type: ignore[arg-type]
+    engine = FakeEngine(echo_boxes, (3, SIZE, SIZE), max_inflight=2, workers=1, delay=lambda n: 0.02 + 0.002 * n)
+    stage = detect_stage(model, engine, preferred=8)
     pre = Preprocessor(model)
     cams = [f"c{i}" for i in range(4)]
     items = [frame(cam, i, pre) for i in range(40) for cam in cams] + [EndOfStream(c) for c in cams]
@@ -88,19 +94,19 @@ def test_at_light_load_a_frame_reaching_an_idle_engine_is_submitted_at_once():
     """One camera, frames far apart: each goes alone, immediately, although `max_wait_ms`
     would allow holding it for half a second."""
     model = e2e_model(max_batch=8, max_wait_ms=500)
-    engine = FakeEngine(echo_boxes, (3, SIZE, SIZE), max_inflight=2, workers=1, preferred_batch=8, delay=0.01)
-    stage = DetectStage("detect", model, engine, Metrics(), RunControl(), 4)  # type: ignore[arg-type]
+    engine = FakeEngine(echo_boxes, (3, SIZE, SIZE), max_inflight=2, workers=1, delay=0.01)
+    stage = detect_stage(model, engine, preferred=8)
     pre = Preprocessor(model)
     out: list = []
     stage.emit = out.append
-    stage.add_camera("a", 4, "block")
+    stage.ingress.add_camera("a", 4, "block")
     stage.start()
     put_at = []
     for i in range(6):
         put_at.append(time.perf_counter())
-        stage.lanes.lane("a").put(frame("a", i, pre))
+        stage.accept(frame("a", i, pre))
         time.sleep(0.08)
-    stage.lanes.lane("a").put(EndOfStream("a"))
+    stage.accept(EndOfStream("a"))
     deadline = time.monotonic() + 10
     while not (out and isinstance(out[-1], EndOfStream)) and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -1,7 +1,8 @@
-"""A stand-in for `pipeline.engines.engine.Engine` where the model is not the point: the
-same submit / done / consumed protocol, in-flight credits and idle-worker signals, with
-outputs computed by a function of the batch and a controllable time per batch (a number,
-or a function of the batch size: a cost model), run on `workers` threads of its own."""
+"""A stand-in for `pipeline.engines.engine.Engine` where the model is not the point: it
+implements the stages' `InferenceEngine` protocol (in-flight credits, idle-worker signals,
+completion callbacks) with outputs computed by a function of the batch and a controllable
+time per batch (a number, or a function of the batch size: a cost model), run on
+`workers` threads of its own."""
 from __future__ import annotations
 
 import threading
@@ -10,18 +11,19 @@ from typing import Callable
 
 import numpy as np
 
+from pipeline.engines.protocol import DoneCallback, EngineClosed
+
 Outputs = Callable[[np.ndarray], list[np.ndarray]]
 
 
 class FakeEngine:
     def __init__(self, outputs: Outputs, item_shape: tuple[int, int, int] = (3, 8, 8), max_inflight: int = 2,
-                 delay: float | Callable[[int], float] = 0.0, workers: int = 1, preferred_batch: int = 1):
+                 delay: float | Callable[[int], float] = 0.0, workers: int = 1):
         self.outputs = outputs
         self.item_shape = item_shape
         self.max_inflight = max_inflight
         self.delay = delay
         self.workers = workers              # runs at once; more wait for a worker
-        self.preferred_batch = preferred_batch
         self._running = 0
         self._listeners: list[Callable[[], None]] = []
         self._slots = threading.Semaphore(workers)
@@ -31,11 +33,13 @@ class FakeEngine:
         self._inflight = 0
         self._cond = threading.Condition()
         self._closed = False
-        self._threads: list[threading.Thread] = []
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         with self._cond:
-            return self._cond.wait_for(lambda: self._inflight < self.max_inflight or self._closed, timeout)
+            ready = self._cond.wait_for(lambda: self._inflight < self.max_inflight or self._closed, timeout)
+            if self._closed:
+                raise EngineClosed("fake")
+            return ready
 
     def has_idle_worker(self) -> bool:
         return self._running < self.workers
@@ -43,12 +47,10 @@ class FakeEngine:
     def on_free(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)
 
-    def submit(self, tensors: list, done, context: object = None) -> None:
+    def submit(self, tensors: list, done: DoneCallback, context: object = None) -> None:
         with self._cond:
             self._cond.wait_for(lambda: self._inflight < self.max_inflight or self._closed)
             if self._closed:
-                from pipeline.engines.engine import EngineClosed
-
                 raise EngineClosed("fake")
             self._inflight += 1
             self._running += 1  # counted at once: a run waiting for a worker makes none idle
@@ -56,21 +58,17 @@ class FakeEngine:
             self.batches.append(len(tensors))
             self.submitted_at.append(time.perf_counter())
         batch = np.stack([t if isinstance(t, np.ndarray) else t.numpy() for t in tensors])
-        delay = self.delay
+        threading.Thread(target=self._run, args=(batch, done, context), daemon=True).start()
 
-        def run() -> None:
-            with self._slots:
-                time.sleep(delay(len(tensors)) if callable(delay) else delay)
-                outputs = self.outputs(batch)
-            with self._cond:
-                self._running -= 1
-            for listener in self._listeners:
-                listener()
-            done([(len(tensors), outputs)], None, context)
-
-        t = threading.Thread(target=run, daemon=True)
-        self._threads.append(t)
-        t.start()
+    def _run(self, batch: np.ndarray, done: DoneCallback, context: object) -> None:
+        with self._slots:
+            time.sleep(self.delay(len(batch)) if callable(self.delay) else self.delay)
+            outputs = self.outputs(batch)
+        with self._cond:
+            self._running -= 1
+        for listener in self._listeners:
+            listener()
+        done([(len(batch), outputs)], None, context)
 
     def consumed(self) -> None:
         with self._cond:

@@ -1,0 +1,55 @@
+"""What a batch costs, by size, measured on the model itself at start-up, and the batch
+size worth waiting for.
+
+On a CPU a batch costs about the sum of its items (1 is preferred: frames are never held
+back for a batch); on a GPU a batch saves most of the cost. Every size runs once untimed
+first (ORT allocates on a size's first run), then the sizes take turns and each keeps its
+fastest run: a busy moment of the machine cannot make one size look cheaper than another.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+
+from pipeline.engines.batching import BatchPolicy
+
+if TYPE_CHECKING:
+    from pipeline.engines.engine import Engine
+
+BATCH_GAIN_TOLERANCE = 1.1
+
+
+def choose_batch(costs: dict[int, float]) -> int:
+    """The smallest batch size whose cost per item is within 10% of the cheapest: frames
+    are held back for a fuller batch only where that really saves compute."""
+    per_item = {s: c / s for s, c in costs.items()}
+    best = min(per_item.values())
+    return min(s for s, c in per_item.items() if c <= BATCH_GAIN_TOLERANCE * best)
+
+
+def measure_batch_costs(sizes: list[int], warm: Callable[[int], object], timed: Callable[[int], float],
+                        repeats: int = 3) -> dict[int, float]:
+    """Seconds per batch by size: `warm(size)` runs a batch untimed, `timed(size)` returns
+    the seconds one run of the model took (without hand-overs between threads, a fixed
+    cost that would favour big batches)."""
+    for size in sizes:
+        warm(size)
+    times: dict[int, list[float]] = {s: [] for s in sizes}
+    for _ in range(repeats):
+        for size in sizes:
+            times[size].append(timed(size))
+    return {s: min(t) for s, t in times.items()}
+
+
+def profile(engine: "Engine", repeats: int = 3) -> None:
+    """Measure what a batch costs the engine's model, by size, and set the engine's batch
+    policy to prefer the size worth waiting for; what the runs counted is forgotten."""
+    model = engine.model
+    w, h = model.input_size
+    item = np.zeros((3, h, w), np.float32)
+    sizes = engine.packer.sizes_up_to(model.batching.max_batch)
+    engine.batch_costs = measure_batch_costs(sizes, lambda s: engine.infer([item] * s),
+                                             lambda s: engine.time_batch([item] * s), repeats)
+    engine.policy = BatchPolicy.of(model.batching, choose_batch(engine.batch_costs))
+    engine.stats.reset()
