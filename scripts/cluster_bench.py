@@ -55,13 +55,13 @@ def two_hosts(ray, config) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("config")
-    ap.add_argument("--cameras", type=int, default=4)
+    ap.add_argument("--camera-count", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     import ray
     from ray.cluster_utils import Cluster
 
-    config = without_classifier(with_cameras(load_config(args.config), args.cameras))
+    config = without_classifier(with_cameras(load_config(args.config), args.camera_count))
     config, _ = cluster_problems(replace(config, outputs=replace(
         config.outputs, jsonl=replace(config.outputs.jsonl, filename="{camera}.jsonl"))))
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
@@ -73,7 +73,7 @@ def main() -> int:
         rows[-1]["ratio"] = round(rows[-1]["two hosts"] / rows[-1]["one process"], 3)
         print(json.dumps(rows[-1]), flush=True)
     median = statistics.median(r["ratio"] for r in rows)
-    print(f"{args.cameras} file cameras: two hosts / one process, median of {args.repeats}: {median:.3f}")
+    print(f"{args.camera_count} file cameras: two hosts / one process, median of {args.repeats}: {median:.3f}")
     ray.shutdown()
     cluster.shutdown()
     return 0

@@ -5,7 +5,7 @@ collecting the statuses, merging them into one snapshot, and, once, placing the 
 of a host that died on the survivors. Ray's part (one small call per host per poll) is
 counted as messages and bytes.
 
-    .venv/bin/python scripts/cluster_simulation.py --cameras 1000 --cores-per-host 32
+    .venv/bin/python scripts/cluster_simulation.py --camera-count 1000 --cores-per-host 32
 """
 from __future__ import annotations
 
@@ -53,12 +53,12 @@ class StandInHost:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cameras", type=int, default=1000)
+    ap.add_argument("--camera-count", type=int, default=1000)
     ap.add_argument("--cores-per-host", type=int, default=32)
     ap.add_argument("--polls", type=int, default=20)
     args = ap.parse_args()
     model = CostModel()
-    loads = [CameraLoad(f"cam{i}", 15, 1920 * 1080) for i in range(args.cameras)]
+    loads = [CameraLoad(f"cam{i}", 15, 1920 * 1080) for i in range(args.camera_count)]
     hosts_count = hosts_needed(loads, 1000.0 * args.cores_per_host, model)
     out_dir = tempfile.mkdtemp(prefix="cluster-sim-")
     config = parse_config({"sources": [{"id": c.camera, "uri": f"rtsp://10.0.{i // 250}.{i % 250}/s"}
@@ -85,7 +85,7 @@ def main() -> int:
     driver.poll()
     failover = time.perf_counter() - t0
     per_camera = loads[0].cost(model)
-    print(f"{args.cameras} cameras at 1080p 15 fps: {per_camera:.0f} ms of CPU per second each "
+    print(f"{args.camera_count} cameras at 1080p 15 fps: {per_camera:.0f} ms of CPU per second each "
           f"({per_camera / 1000:.2f} cores, CPU-only cost model), {hosts_count} hosts of {args.cores_per_host} cores "
           f"at 75% load")
     print(f"placing every camera: {1000 * placing:.1f} ms")

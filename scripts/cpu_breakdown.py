@@ -84,11 +84,11 @@ def measure(config, design: str, frames: int) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("config")
-    ap.add_argument("--cameras", type=int, default=4)
+    ap.add_argument("--camera-count", type=int, default=4)
     ap.add_argument("--frames", type=int, default=300)
     ap.add_argument("--runs", type=int, default=2)
     args = ap.parse_args()
-    config = without_classifier(with_cameras(load_config(args.config), args.cameras))
+    config = without_classifier(with_cameras(load_config(args.config), args.camera_count))
     instrument()
     rows: dict[str, list[dict[str, float]]] = {"tuned loop": [], "pipeline": []}
     for _ in range(args.runs):  # interleaved: a slow spell of the machine hits both designs

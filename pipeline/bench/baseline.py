@@ -38,53 +38,60 @@ def _session(model: ModelConfig, tuned: bool) -> ort.InferenceSession:
     return ort.InferenceSession(model.path, so, providers=["CPUExecutionProvider"])
 
 
-def run_baseline(config: Config, frames: int, tuned: bool = False, live: bool = False,
-                 timeline: list | None = None, seconds: float = 0.0) -> dict:
-    """Run the baseline on every camera: `frames` each, or in `live` mode for `seconds`."""
-    detect_model = config.detector
-    classify_stage = next((s for s in config.graph if isinstance(s, ClassifySpec)), None)
-    cls_model = config.models[classify_stage.model] if classify_stage else None
-    det_session = _session(detect_model, tuned)
-    cls_session = _session(cls_model, tuned) if cls_model else None
-    cls_names = ClassNames(cls_model.labels if cls_model else None)
-    out_dir = tempfile.mkdtemp(prefix="baseline-")
-    latency = Histogram()
-    processed = [0]
-    lock = threading.Lock()
-    peak = [thread_count()]
-    crops = CropPolicy.from_spec(classify_stage, ClassNames(detect_model.labels)) if classify_stage else None
+class _Loop:
+    """The loop of every camera, sharing one detector (and classifier) session."""
 
-    def process(cam: str, seq: int, vf, time_base, rate, arrival: float, pre, cls_pre, decoder, writer) -> None:
+    def __init__(self, config: Config, frames: int, tuned: bool, live: bool, timeline: list | None, seconds: float):
+        self.config, self.frames, self.live, self.timeline, self.seconds = config, frames, live, timeline, seconds
+        self.detect_model = config.detector
+        self.classify_stage = next((s for s in config.graph if isinstance(s, ClassifySpec)), None)
+        self.cls_model = config.models[self.classify_stage.model] if self.classify_stage else None
+        self.det_session = _session(self.detect_model, tuned)
+        self.cls_session = _session(self.cls_model, tuned) if self.cls_model else None
+        self.cls_names = ClassNames(self.cls_model.labels if self.cls_model else None)
+        self.crops = CropPolicy.from_spec(self.classify_stage, ClassNames(self.detect_model.labels)) \
+            if self.classify_stage else None
+        self.out_dir = tempfile.mkdtemp(prefix="baseline-")
+        self.latency = Histogram()
+        self.processed = 0
+        self.lock = threading.Lock()
+        self.peak = thread_count()
+
+    def classify(self, image: np.ndarray, det, cls_pre: Preprocessor) -> None:
+        assert self.classify_stage is not None and self.cls_model is not None and self.cls_session is not None
+        assert self.crops is not None
+        attr = det.attribute(self.classify_stage.stage_name, self.cls_names)
+        for i in self.crops.rows(det):
+            crop, _ = cls_pre(self.crops.crop(image, det.xyxy[i]))
+            logits = self.cls_session.run(None, {self.cls_session.get_inputs()[0].name: crop.numpy()[None]})[0]
+            ids, scores = classify(logits, self.cls_model.softmax)
+            attr.class_id[i], attr.score[i] = ids[0], scores[0]
+
+    def process(self, cam: str, seq: int, vf, time_base, rate, arrival: float, pre, cls_pre, decoder, writer) -> None:
         image = vf.to_ndarray(format="bgr24")
         tensor, box = pre(image)
-        out = det_session.run(None, {det_session.get_inputs()[0].name: tensor.numpy()[None]})
+        out = self.det_session.run(None, {self.det_session.get_inputs()[0].name: tensor.numpy()[None]})
         det = decoder.decode(out, 1)[0]
         det.xyxy = box.to_frame(det.xyxy)
         frame = Frame(cam, seq, None, time_base, image, arrival, rate=rate, detections=det)
-        if cls_session is not None and cls_pre is not None and crops is not None and len(det):
-            assert classify_stage is not None and cls_model is not None
-            attr = det.attribute(classify_stage.stage_name, cls_names)
-            for i in crops.rows(det):
-                crop, _ = cls_pre(crops.crop(image, det.xyxy[i]))
-                logits = cls_session.run(None, {cls_session.get_inputs()[0].name: crop.numpy()[None]})[0]
-                ids, scores = classify(logits, cls_model.softmax)
-                attr.class_id[i], attr.score[i] = ids[0], scores[0]
+        if cls_pre is not None and len(det):
+            self.classify(image, det, cls_pre)
         draw_detections(image, det)
         writer.write(frame)
         done = time.perf_counter()
-        latency.record(done - arrival)
-        with lock:
-            processed[0] += 1
-            if timeline is not None:
-                timeline.append((done, done - arrival))
-            peak[0] = max(peak[0], thread_count())
+        self.latency.record(done - arrival)
+        with self.lock:
+            self.processed += 1
+            if self.timeline is not None:
+                self.timeline.append((done, done - arrival))
+            self.peak = max(self.peak, thread_count())
 
-    def camera(index: int) -> None:
-        src = config.sources[index]
-        pre = Preprocessor(detect_model)
-        cls_pre = Preprocessor(cls_model) if cls_model else None
-        decoder = DetectionDecoder(detect_model)
-        writer = VideoWriter(os.path.join(out_dir, f"{src.id}.mp4"), config.outputs.video)
+    def camera(self, index: int) -> None:
+        src = self.config.sources[index]
+        pre = Preprocessor(self.detect_model)
+        cls_pre = Preprocessor(self.cls_model) if self.cls_model else None
+        decoder = DetectionDecoder(self.detect_model)
+        writer = VideoWriter(os.path.join(self.out_dir, f"{src.id}.mp4"), self.config.outputs.video)
         start = time.perf_counter()
         seq = 0
         while True:  # live: loop the clip until `seconds` have passed
@@ -92,32 +99,40 @@ def run_baseline(config: Config, frames: int, tuned: bool = False, live: bool = 
                 stream = container.streams.video[0]
                 rate = stream.average_rate or 25
                 for vf in container.decode(stream):
-                    if (not live and seq >= frames) or (live and time.perf_counter() - start >= seconds):
+                    if (not self.live and seq >= self.frames) or (self.live and time.perf_counter() - start >= self.seconds):
                         break
                     arrival = time.perf_counter()
-                    if live:  # the frame arrives at its time and waits in the socket until taken
+                    if self.live:  # the frame arrives at its time and waits in the socket until taken
                         arrival = start + src.phase_s + float(seq / rate)
                         wait = arrival - time.perf_counter()
                         if wait > 0:
                             time.sleep(wait)
-                    process(src.id, seq, vf, stream.time_base, rate, arrival, pre, cls_pre, decoder, writer)
+                    self.process(src.id, seq, vf, stream.time_base, rate, arrival, pre, cls_pre, decoder, writer)
                     seq += 1
-            if not live or time.perf_counter() - start >= seconds:
+            if not self.live or time.perf_counter() - start >= self.seconds:
                 break
         writer.close()
 
-    threads = [threading.Thread(target=camera, args=(i,), name=f"baseline-{i}") for i in range(len(config.sources))]
-    cpu0, t0 = os.times(), time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
-    cpu1 = os.times()
-    used = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
-    return {"processed": processed[0], "wall_s": round(wall, 3), "throughput_fps": round(processed[0] / wall, 2),
-            "latency": latency.summary_ms(), "cpu_percent": round(100 * used / wall, 1), "max_threads": peak[0],
-            "dropped": 0}
+    def run(self) -> dict:
+        threads = [threading.Thread(target=self.camera, args=(i,), name=f"baseline-{i}")
+                   for i in range(len(self.config.sources))]
+        cpu0, t0 = os.times(), time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - t0
+        cpu1 = os.times()
+        used = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+        return {"processed": self.processed, "wall_s": round(wall, 3),
+                "throughput_fps": round(self.processed / wall, 2), "latency": self.latency.summary_ms(),
+                "cpu_percent": round(100 * used / wall, 1), "max_threads": self.peak, "dropped": 0}
+
+
+def run_baseline(config: Config, frames: int, tuned: bool = False, live: bool = False,
+                 timeline: list | None = None, seconds: float = 0.0) -> dict:
+    """Run the baseline on every camera: `frames` each, or in `live` mode for `seconds`."""
+    return _Loop(config, frames, tuned, live, timeline, seconds).run()
 
 
 def percentile_series(timeline: list, t0: float, window_s: float = 2.0) -> list[tuple[float, float]]:

@@ -59,39 +59,74 @@ def _per_image(session, tensors: list[np.ndarray], batch_sizes=(1, 2, 4, 8), bud
     return best
 
 
+def _decode(config: Config, frames: int) -> tuple[list, list, float]:
+    """The first `frames` frames of each distinct clip: (image, pts, time base), the clips'
+    rates, and the mean decode time per frame."""
+    images, rates, decode_times = [], [], []
+    for uri in dict.fromkeys(s.uri for s in config.sources):
+        with av.open(uri) as c:
+            s = c.streams.video[0]
+            s.codec_context.thread_count = 1
+            t0 = time.perf_counter()
+            for i, vf in enumerate(c.decode(s)):
+                images.append((vf.to_ndarray(format="bgr24", threads=1), vf.pts, s.time_base))
+                decode_times.append(time.perf_counter() - t0)
+                if i + 1 >= frames:
+                    break
+                t0 = time.perf_counter()
+            rates.append(s.average_rate)
+    kept = np.sort(decode_times)[: max(1, int(len(decode_times) * 0.95))]
+    return images, rates, float(kept.mean())
+
+
+def _classifier_cost(config: Config, images: list, dets: list) -> tuple[dict, float]:
+    """The classifier's cost per frame (per crop times crops per frame) and the crops per frame."""
+    stage = next((s for s in config.graph if isinstance(s, ClassifySpec)), None)
+    if stage is None:
+        return {}, 0.0
+    cls_model = config.models[stage.model]
+    policy = CropPolicy.from_spec(stage, ClassNames(config.detector.labels))
+    cls_pre = Preprocessor(cls_model)
+    crops = [policy.crop(img, d.xyxy[i]) for (img, _, _), d in zip(images, dets) for i in policy.rows(d)]
+    crops_per_frame = len(crops) / len(images)
+    if not crops:
+        return {}, crops_per_frame
+    tensors = [cls_pre(c)[0].numpy() for c in crops[:16]]
+    per_crop, _ = _per_image(create_session(cls_model, 1), tensors, (1, 4, 8, 16))
+    return {"classifier": per_crop * crops_per_frame,
+            "classifier_preprocess": _timed(lambda c: cls_pre(c)[0].numpy(), crops) * crops_per_frame}, crops_per_frame
+
+
+def _encode_cost(config: Config, frames: list[Frame]) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        writers: dict = {}
+
+        def encode(f: Frame) -> None:
+            key = f.image.shape
+            if key not in writers:
+                writers[key] = VideoWriter(os.path.join(tmp, f"{len(writers)}.mp4"), config.outputs.video)
+            writers[key].write(f)
+
+        cost = _timed(encode, frames)
+        for w in writers.values():
+            w.close()
+    return cost
+
+
 def measure_costs(config: Config, frames: int = 100) -> dict:
     """Per-frame cost in ms of every stage of `config`'s graph, on the first `frames`
     frames of each distinct clip of its cameras (the frames a benchmark run processes,
     so crops per frame are those of the run)."""
     detect_model = config.detector
-    images, rates = [], []
-    decode_times: list[float] = []
-    for uri in dict.fromkeys(s.uri for s in config.sources):
-        with av.open(uri) as c:
-            s = c.streams.video[0]
-            s.codec_context.thread_count = 1
-            got, times = [], []
-            t0 = time.perf_counter()
-            for vf in c.decode(s):
-                got.append((vf.to_ndarray(format="bgr24", threads=1), vf.pts, s.time_base))
-                times.append(time.perf_counter() - t0)
-                if len(got) >= frames:
-                    break
-                t0 = time.perf_counter()
-            decode_times += times
-            images += got
-            rates.append(s.average_rate)
-    n = len(images)
+    images, rates, decode = _decode(config, frames)
     pre = Preprocessor(detect_model)
     prepared = [(t.numpy(), box) for t, box in (pre(img) for img, _, _ in images)]
-    kept = np.sort(decode_times)[: max(1, int(len(decode_times) * 0.95))]
-    cost = {"decode": float(kept.mean()), "preprocess": _timed(lambda x: pre(x[0])[0].numpy(), images)}
+    cost = {"decode": decode, "preprocess": _timed(lambda x: pre(x[0])[0].numpy(), images)}
     det_session = create_session(detect_model, 1)
     cost["detector"], best_batch = _per_image(det_session, [t for t, _ in prepared[:8]])
     decoder = DetectionDecoder(detect_model)
     name = det_session.get_inputs()[0].name
     outputs = [det_session.run(None, {name: t[None]}) for t, _ in prepared]
-
     dets = []
 
     def post(i: int) -> None:
@@ -99,37 +134,14 @@ def measure_costs(config: Config, frames: int = 100) -> dict:
         d.xyxy = prepared[i][1].to_frame(d.xyxy)
         dets.append(d)
 
-    cost["postprocess"] = _timed(post, list(range(n)))
-    stage = next((s for s in config.graph if isinstance(s, ClassifySpec)), None)
-    crops_per_frame = 0.0
-    if stage is not None:
-        cls_model = config.models[stage.model]
-        policy = CropPolicy.from_spec(stage, ClassNames(detect_model.labels))
-        cls_pre = Preprocessor(cls_model)
-        crops = [policy.crop(img, d.xyxy[i]) for (img, _, _), d in zip(images, dets) for i in policy.rows(d)]
-        crops_per_frame = len(crops) / n
-        if crops:
-            cls_session = create_session(cls_model, 1)
-            tensors = [cls_pre(c)[0].numpy() for c in crops[:16]]
-            per_crop, _ = _per_image(cls_session, tensors, (1, 4, 8, 16))
-            cost["classifier"] = per_crop * crops_per_frame
-            cost["classifier_preprocess"] = _timed(lambda c: cls_pre(c)[0].numpy(), crops) * crops_per_frame
+    cost["postprocess"] = _timed(post, list(range(len(images))))
+    classifier, crops_per_frame = _classifier_cost(config, images, dets)
+    cost.update(classifier)
     frames_ = [Frame("c", i, pts, tb, img.copy(), 0.0, rate=rates[0], detections=d)
                for i, ((img, pts, tb), d) in enumerate(zip(images, dets))]
     cost["annotate"] = _timed(lambda f: draw_detections(f.image, f.detections), frames_)
     if config.outputs.video.enabled:
-        with tempfile.TemporaryDirectory() as tmp:
-            writers: dict = {}
-
-            def encode(f: Frame) -> None:
-                key = f.image.shape
-                if key not in writers:
-                    writers[key] = VideoWriter(os.path.join(tmp, f"{len(writers)}.mp4"), config.outputs.video)
-                writers[key].write(f)
-
-            cost["encode"] = _timed(encode, frames_)
-            for w in writers.values():
-                w.close()
+        cost["encode"] = _encode_cost(config, frames_)
     ms = {k: round(v * 1000, 3) for k, v in cost.items()}
     total = sum(cost.values())
     cores = config.runtime.threads or len(os.sched_getaffinity(0))

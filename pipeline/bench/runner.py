@@ -2,7 +2,7 @@
 same clips and models in one run, as one table plus JSON, Markdown and a PNG plot.
 
 Cases: `detector` (the config's graph without classifiers) and, when the config has a
-classify stage, `classifier`. Cameras are the config's sources repeated to `--cameras`.
+classify stage, `classifier`. Cameras are the config's sources repeated to `--camera-count`.
 `--live` paces every camera at its frame rate and adds cameras until the load exceeds
 the limit: it measures latency under overload (flat with drop_oldest, growing for the
 baseline's unbounded buffering). `--load-sweep` measures the whole latency-load curve
@@ -245,12 +245,12 @@ def main(args: argparse.Namespace) -> int:
         sweeps.append((key, values.split(",")))
     results: dict = {"machine": {"cores": len(os.sched_getaffinity(0)), "cpu": cpu_name(),
                                  "onnxruntime": ort.__version__, "python": platform.python_version()},
-                     "command": f"pipeline bench --config {args.config} --cameras {args.cameras} --frames {args.frames}"
+                     "command": f"pipeline bench --config {args.config} --camera-count {args.camera_count} --frames {args.frames}"
                                 + (" --live" if args.live else "") + (" --load-sweep" if args.load_sweep else "")
                                 + (" --no-cases" if args.no_cases else "") + (" --web" if args.web else "")
                                 + f" --live-seconds {args.live_seconds:g}",
                      "cases": {}}
-    cams = with_cameras(config, args.cameras)
+    cams = with_cameras(config, args.camera_count)
     if args.load_sweep:
         detector_only = without_classifier(config)
         limit = measure_costs(detector_only)

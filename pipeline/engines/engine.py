@@ -107,13 +107,6 @@ class Engine:
             return DeviceBinder(self.model.name, self.input_name, self.output_names, e.device_id, e.cuda_graph)
         return HostBinder(self.input_name, self.output_names)
 
-    @property
-    def fixed_batch(self) -> int | None:
-        return self.packer.fixed_batch
-
-    def padded_size(self, n: int) -> int:
-        return self.packer.padded_size(n)
-
     def time_batch(self, tensors: list[Input]) -> float:
         """Seconds the model takes for one batch, run on this thread: what a batch costs,
         without the hand-over to a worker and back."""
@@ -239,7 +232,8 @@ def describe(engine: Engine) -> str:
     model, p = engine.model, engine.plan
     wanted = requested_providers(model)
     note = f" ({wanted[0]} asked for but not available here)" if wanted[0] != engine.providers[0] else ""
-    batch = f"fixed batch {engine.fixed_batch} (batches are split)" if engine.fixed_batch else "dynamic batch"
+    fixed = engine.packer.fixed_batch
+    batch = f"fixed batch {fixed} (batches are split)" if fixed else "dynamic batch"
     how = (f"run_async on ORT's pool, intra_op={p.intra_op_threads}" if p.mode == "async"
            else f"{p.workers} worker(s){' shared' if p.shared else ''}, intra_op={p.intra_op_threads}, "
                 f"io_binding={'on' if model.engine.io_binding else 'off'}")

@@ -139,6 +139,9 @@ class SinkStage:
             if not self.pending:
                 self.done.set()
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Abort: queued frames are given up; each worker finalises its cameras' files."""
         for q in self.queues:
             q.close()
+
+    close = stop

@@ -72,7 +72,7 @@ def test_a_fixed_batch_model_gets_its_batches_split(tmp_path, model_path, inputs
     stats = EngineStats()
     engine = open_engine(yolox(path), stats)
     try:
-        assert engine.fixed_batch == 1
+        assert engine.packer.fixed_batch == 1
         assert "fixed batch 1" in describe(engine)
         chunks = engine.infer(inputs[:3])
     finally:
@@ -87,7 +87,7 @@ def test_batches_are_padded_to_the_allowed_sizes(model_path, inputs, reference):
     m.batching.batch_sizes = [1, 4]
     engine = open_engine(m)
     try:
-        assert engine.padded_size(3) == 4 and engine.padded_size(1) == 1
+        assert engine.packer.padded_size(3) == 4 and engine.packer.padded_size(1) == 1
         chunks = engine.infer(inputs[:3])
     finally:
         engine.close()

@@ -1,0 +1,36 @@
+"""The graph's capacity follows its cameras: a camera added while running gets what a
+camera configured at start gets."""
+from dataclasses import replace
+
+import pipeline.runtime.threads as threads
+from conftest import detector_model
+from pipeline.config import load_config
+from pipeline.graph import Pipeline
+
+
+def test_cameras_added_to_an_empty_pipeline_get_the_sink_workers_of_cameras_configured_at_start(
+        monkeypatch, tmp_path, short_clips, model_path, write_config):
+    """Every host of a cluster starts with no camera: its cameras must not all share one
+    encoder worker when the cores allow one each."""
+    monkeypatch.setattr(threads, "visible_cores", lambda: 8)  # a bigger machine than this one
+    cfg = {"sources": [{"id": f"cam{i}", "uri": short_clips["bikes"], "realtime": True} for i in range(4)],
+           "models": {"det": detector_model(model_path)}, "graph": [{"detect": {"model": "det"}}],
+           "outputs": {"dir": str(tmp_path / "out")}, "runtime": {"threads": 8}}
+    config = load_config(write_config(cfg))
+    configured = Pipeline(config)
+    try:
+        at_start = configured.sink.workers
+    finally:
+        configured.close()
+    empty = Pipeline(replace(config, sources=[]))
+    empty.start()
+    try:
+        assert empty.sink.workers == 0  # no camera, nothing to encode
+        for source in config.sources:
+            empty.add_camera(source)
+        assert empty.sink.workers == at_start == 4
+        planned = lambda p: p.plan.total - p.plan.base_threads  # noqa: E731 (threads already running differ)
+        assert empty.plan.cameras == 4 and planned(empty) == planned(configured)
+    finally:
+        empty.stop(abort=True)
+        empty.close(timeout=10)
