@@ -71,13 +71,15 @@ def url_secrets(url: str) -> list[str]:
 
 
 def _user_info(url: str) -> list[str]:
-    """A URL's user name and password; a user name alone is often a token
-    (`https://TOKEN@host/...`)."""
+    """The secret of a URL's user info: its password, or a user name without one, which
+    is then a token (`https://TOKEN@host/...`). A user name beside a password is a name
+    (`hook`, `admin`): masking it would mask that word everywhere."""
     try:
         parts = urlsplit(url)
-        return [v for v in (parts.username, parts.password) if v]
+        secret = parts.password or parts.username
     except ValueError:
         return []
+    return [secret] if secret else []
 
 
 def register_config(config: "Config") -> None:
