@@ -39,16 +39,23 @@ SECRETS = (RTSP_PASSWORD, HOOK_TOKEN, MQTT_PASSWORD, WEB_TOKEN)
 
 class RawWebhook:
     """Records each POST body as it arrived (bytes, every field, not only the events);
-    the request's own URL carries the token by design and is not an output."""
+    the request's own URL carries the token by design and is not an output. The first
+    `failures` requests get a 500, so the sender's warnings (which name the URL) are
+    written too."""
 
-    def __init__(self) -> None:
+    def __init__(self, failures: int = 1) -> None:
         self.bodies: list[bytes] = []
         received = self.bodies
+        answers = [500] * failures
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802
-                received.append(self.rfile.read(int(self.headers["Content-Length"])))  # its URL has the token, rightly
-                self.send_response(204)
+                body = self.rfile.read(int(self.headers["Content-Length"]))  # its URL has the token, rightly
+                status = answers.pop() if answers else 204
+                if status == 204:
+                    received.append(body)
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
                 self.end_headers()
 
             def log_message(self, *args) -> None:
@@ -179,6 +186,7 @@ def test_the_run_really_produced_every_output_it_searched(run):
     assert [name for name, data in outputs.items() if not data] == []
     log = outputs["stderr (the log)"].decode()
     assert "camera door: failed" in log and "rtsp://admin:***@127.0.0.1:" in log
+    assert "/hook?token=***" in log  # the webhook's first answer, a 500, was warned about
     report = json.loads(outputs["--report JSON"])
     assert report["cameras"]["door"]["state"] == "failed" and report["cameras"]["yard"]["state"] == "ended"
     events = [json.loads(payload) for _, payload in run["mqtt"]]
