@@ -62,7 +62,7 @@ def instrument() -> None:
     video.VideoWriter.write = timed("encode", video.VideoWriter.write)
     baseline.draw_detections = timed("drawing", annotate.draw_detections)  # the loop's
     annotate.draw_detections = baseline.draw_detections                    # the annotate stage's
-    engine.Engine._run = timed("inference", engine.Engine._run)
+    engine.Engine.run_piece = timed("inference", engine.Engine.run_piece)
     baseline._session = timed_session(baseline._session)
 
 

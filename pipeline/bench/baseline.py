@@ -3,7 +3,8 @@
 One thread per camera loops decode -> preprocess -> `session.run` on one frame (one
 shared session) -> decode + NMS -> classifier per crop -> annotate -> encode. It uses the
 same building blocks as the pipeline (so both do the same work per frame); only the
-structure differs. `tuned` sets `intra_op_num_threads=1`, the one fix people find.
+structure differs. `tuned` sets `intra_op_num_threads=1`, the one fix people find. It
+runs on the providers the model config asks for (CUDA on a GPU machine).
 
 In `live` mode each camera's frames "arrive" at their presentation time and wait in an
 unbounded buffer (a socket, a decoder queue) until the loop takes them: latency is
@@ -22,6 +23,7 @@ import onnxruntime as ort
 
 from pipeline.config import ClassifySpec, Config, ModelConfig
 from pipeline.decoders.layouts import DetectionDecoder, classify
+from pipeline.engines.session import provider_list
 from pipeline.frames import ClassNames, Frame
 from pipeline.metrics.histogram import Histogram
 from pipeline.metrics.registry import thread_count
@@ -32,10 +34,14 @@ from pipeline.stages.crops import CropPolicy
 
 
 def _session(model: ModelConfig, tuned: bool) -> ort.InferenceSession:
+    """Default session options (or the one-thread fix), on the providers the model asks for
+    that this machine has: the loop on CUDA where the pipeline runs on CUDA."""
     so = ort.SessionOptions()
     if tuned:
         so.intra_op_num_threads = 1
-    return ort.InferenceSession(model.path, so, providers=["CPUExecutionProvider"])
+    available = set(ort.get_available_providers())
+    providers = [p for p in provider_list(model) if (p if isinstance(p, str) else p[0]) in available]
+    return ort.InferenceSession(model.path, so, providers=providers)
 
 
 class _Loop:

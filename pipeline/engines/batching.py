@@ -69,6 +69,10 @@ class Packer:
                 return s
         return self.batch_sizes[-1]
 
+    def sizes_in_use(self, limit: int) -> list[int]:
+        """Every input batch size a batch of 1..`limit` items runs as."""
+        return sorted({self.padded_size(min(n, self.fixed_batch or n)) for n in range(1, limit + 1)})
+
     def sizes_up_to(self, limit: int) -> list[int]:
         """The input batch sizes runs will use: powers of two up to `limit`, as padded."""
         return sorted({self.padded_size(s) for s in (1 << k for k in range(8)) if s <= limit} | {self.padded_size(1)})

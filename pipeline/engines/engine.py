@@ -19,8 +19,9 @@ import logging
 import queue
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import onnxruntime as ort
@@ -91,13 +92,11 @@ class Engine:
         self._own_pool = plan.mode == "thread" and pool is None
         self.pool = pool if not self._own_pool else WorkerPool(f"engine-{model.name}", plan.workers)
         self.max_inflight = plan.max_inflight
-        self._cond = threading.Condition()
-        self._inflight = 0
-        self._closed = False
+        self._cond, self._inflight, self._closed = threading.Condition(), 0, False
         self._slots: queue.SimpleQueue[int] = queue.SimpleQueue()
         for i in range(self.max_inflight):
             self._slots.put(i)
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners: list[Callable[[], None]] = []  # async mode: told when a run ends
 
     def _binder(self) -> HostBinder | DeviceBinder | None:
         e = self.model.engine
@@ -107,18 +106,24 @@ class Engine:
             return DeviceBinder(self.model.name, self.input_name, self.output_names, e.device_id, e.cuda_graph)
         return HostBinder(self.input_name, self.output_names)
 
-    def time_batch(self, tensors: list[Input]) -> float:
-        """Seconds the model takes for one batch, run on this thread: what a batch costs,
-        without the hand-over to a worker and back."""
-        slot = self._slots.get()
+    @contextmanager
+    def slots_held(self, count: int) -> Iterator[list[int]]:
+        """Take `count` buffer slots for runs made outside `submit` (profiling, warming)."""
+        slots = [self._slots.get() for _ in range(count)]
         try:
-            pieces = self.packer.pieces(slot, tensors)
-            t0 = time.perf_counter()
-            for piece in pieces:
-                self._run(piece)
-            return time.perf_counter() - t0
+            yield slots
         finally:
-            self._slots.put(slot)
+            for slot in slots:
+                self._slots.put(slot)
+
+    def on_worker(self, job: Callable[[], None]) -> None:
+        """Run `job` on the thread that runs this engine's batches, and wait for it."""
+        if self.pool is None:
+            job()
+            return
+        ran = threading.Event()
+        self.pool.put(lambda: (job(), ran.set()), self.priority)
+        ran.wait()
 
     def has_idle_worker(self) -> bool:
         if self.pool is None:
@@ -178,17 +183,16 @@ class Engine:
             self._cond.notify_all()
 
     def _on_async(self, outputs: list, user_data: tuple, err: str) -> None:
-        job, idx = user_data
-        self._piece_done(job, idx, outputs, RuntimeError(err) if err else None)
+        self._piece_done(*user_data, outputs, RuntimeError(err) if err else None)
 
     def _execute(self, job: _Job) -> None:
         for idx, piece in enumerate(job.pieces):
             try:
-                self._piece_done(job, idx, self._run(piece, job.wide), None)
+                self._piece_done(job, idx, self.run_piece(piece, job.wide), None)
             except BaseException as e:  # reported to the caller through `done`
                 self._piece_done(job, idx, None, e)
 
-    def _run(self, piece: Piece, wide: bool = False) -> list[np.ndarray]:
+    def run_piece(self, piece: Piece, wide: bool = False) -> list[np.ndarray]:
         session = self.wide_session if wide and self.wide_session is not None else self.session
         if self.binder is None or self.pool is None:
             return run_plain(session, self.output_names, self.input_name, piece, self.model.engine.cuda_graph)

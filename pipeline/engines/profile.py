@@ -8,6 +8,7 @@ fastest run: a busy moment of the machine cannot make one size look cheaper than
 """
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -42,14 +43,41 @@ def measure_batch_costs(sizes: list[int], warm: Callable[[int], object], timed: 
     return {s: min(t) for s, t in times.items()}
 
 
+def time_batch(engine: "Engine", size: int) -> float:
+    """Seconds the model takes for a batch of `size`, run on this thread: what a batch
+    costs, without the hand-over to a worker and back."""
+    with engine.slots_held(1) as (slot,):
+        pieces = engine.packer.pieces(slot, [_item(engine)] * size)
+        t0 = time.perf_counter()
+        for piece in pieces:
+            engine.run_piece(piece)
+        return time.perf_counter() - t0
+
+
+def warm(engine: "Engine", sizes: list[int]) -> None:
+    """Run every buffer set (slot x size) once, on the worker that will run it later: ORT
+    keeps CUDA graphs per thread and cuDNN picks its algorithms per shape, so both happen
+    now, before any camera starts, not mid-stream."""
+    with engine.slots_held(engine.max_inflight) as slots:  # all free at start-up
+        for slot in slots:
+            for size in sizes:
+                pieces = engine.packer.pieces(slot, [_item(engine)] * size)
+                engine.on_worker(lambda: [engine.run_piece(p) for p in pieces])
+
+
+def _item(engine: "Engine") -> np.ndarray:
+    w, h = engine.model.input_size
+    return np.zeros((3, h, w), np.float32)
+
+
 def profile(engine: "Engine", repeats: int = 3) -> None:
     """Measure what a batch costs the engine's model, by size, and set the engine's batch
     policy to prefer the size worth waiting for; what the runs counted is forgotten."""
     model = engine.model
-    w, h = model.input_size
-    item = np.zeros((3, h, w), np.float32)
     sizes = engine.packer.sizes_up_to(model.batching.max_batch)
-    engine.batch_costs = measure_batch_costs(sizes, lambda s: engine.infer([item] * s),
-                                             lambda s: engine.time_batch([item] * s), repeats)
+    engine.batch_costs = measure_batch_costs(sizes, lambda s: engine.infer([_item(engine)] * s),
+                                             lambda s: time_batch(engine, s), repeats)
     engine.policy = BatchPolicy.of(model.batching, choose_batch(engine.batch_costs))
+    if engine.on_gpu:
+        warm(engine, engine.packer.sizes_in_use(model.batching.max_batch))
     engine.stats.reset()

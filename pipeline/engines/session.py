@@ -6,6 +6,7 @@ really got (`session.get_providers()`).
 """
 from __future__ import annotations
 
+import logging
 import os
 
 import onnxruntime as ort
@@ -26,6 +27,24 @@ _OPT_LEVELS = {
 GPU_PROVIDERS = ("CUDAExecutionProvider", "TensorrtExecutionProvider")
 _PROVIDER_NAMES = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider",
                    "tensorrt": "TensorrtExecutionProvider"}
+
+
+def preload_cuda_libraries() -> None:
+    """Where the GPU wheel is installed, load cuDNN, cuBLAS and the CUDA runtime from their
+    pip packages first (as ORT documents): without it the CUDA provider may silently not
+    load and the model runs on the CPU."""
+    global _preloaded
+    if _preloaded or "CUDAExecutionProvider" not in ort.get_available_providers():
+        return
+    _preloaded = True
+    if hasattr(ort, "preload_dlls"):
+        try:
+            ort.preload_dlls()
+        except Exception as e:  # the session then says which provider it really got
+            logging.getLogger("pipeline.engine").warning("onnxruntime.preload_dlls failed: %s", one_line(e))
+
+
+_preloaded = False
 
 
 class ModelError(Exception):
@@ -67,6 +86,8 @@ def create_session(model: ModelConfig, intra_op_threads: int, inter_op_threads: 
     so.graph_optimization_level = _OPT_LEVELS[model.engine.graph_optimization]
     so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     so.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    if any(p in ("cuda", "tensorrt") for p in model.engine.providers):
+        preload_cuda_libraries()
     available = set(ort.get_available_providers())
     providers = [p for p in provider_list(model) if (p if isinstance(p, str) else p[0]) in available]
     try:
