@@ -1,0 +1,148 @@
+"""Short clips around events, cut from the camera's already encoded video (no second encode).
+
+`PacketRing` keeps the last `pre_s` seconds of a camera's encoded packets, back to the
+keyframe at or before that (a clip must start on a keyframe to be playable), bounded in
+bytes too: packets, not pictures, so a minute of 1080p costs a few megabytes, not
+gigabytes. `ClipRecorder` opens a clip when an event comes, writes the ring's packets and
+then every new packet until `post_s` after the event; an event while a clip is open
+extends it (events close together share one clip).
+
+Packets are copied (their bytes and timing) before the camera's own muxer takes them: a
+packet muxed once is consumed.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections import deque
+from dataclasses import dataclass
+from fractions import Fraction
+
+import av
+
+log = logging.getLogger("pipeline.clips")
+
+
+@dataclass
+class Held:
+    """One encoded packet, copied."""
+
+    data: bytes
+    pts: int | None
+    dts: int | None
+    time_base: Fraction
+    keyframe: bool
+
+    @classmethod
+    def of(cls, packet: av.Packet) -> "Held":
+        return cls(bytes(packet), packet.pts, packet.dts, packet.time_base, bool(packet.is_keyframe))
+
+    @property
+    def seconds(self) -> float:
+        return float((self.pts if self.pts is not None else self.dts or 0) * self.time_base)
+
+    def packet(self) -> av.Packet:
+        p = av.Packet(self.data)
+        p.pts, p.dts, p.time_base = self.pts, self.dts, self.time_base
+        p.is_keyframe = self.keyframe
+        return p
+
+
+class PacketRing:
+    def __init__(self, pre_s: float, max_bytes: int = 64 * 1024 * 1024):
+        self.pre_s = pre_s
+        self.max_bytes = max_bytes
+        self._held: deque[Held] = deque()
+        self._bytes = 0
+
+    def add(self, held: Held) -> None:
+        self._held.append(held)
+        self._bytes += len(held.data)
+        self._trim(held.seconds - self.pre_s)
+
+    def _trim(self, keep_from: float) -> None:
+        """Drop what lies before the last keyframe at or before `keep_from`, and (over the
+        byte budget) whole GOPs from the front."""
+        keys = [i for i, h in enumerate(self._held) if h.keyframe]
+        start = max((i for i in keys if self._held[i].seconds <= keep_from), default=0)
+        while self._bytes > self.max_bytes and any(i > start for i in keys):
+            start = min(i for i in keys if i > start)
+        for _ in range(start):
+            self._bytes -= len(self._held.popleft().data)
+
+    def from_keyframe(self) -> list[Held]:
+        """The packets held, from the first keyframe on (what a clip can start with)."""
+        held = list(self._held)
+        first = next((i for i, h in enumerate(held) if h.keyframe), len(held))
+        return held[first:]
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
+
+
+class ClipRecorder:
+    """One camera's clips. `stream` is the camera's encoder stream (its codec parameters
+    make the clip's stream)."""
+
+    def __init__(self, folder: str, pre_s: float, post_s: float, max_bytes: int = 64 * 1024 * 1024):
+        self.folder = folder
+        self.post_s = post_s
+        self.ring = PacketRing(pre_s, max_bytes)
+        self._stream = None
+        self._clip: av.container.OutputContainer | None = None
+        self._clip_stream = None
+        self._clip_path = ""
+        self._end_s = 0.0
+        self._last_dts: int | None = None
+        self.written: list[str] = []
+
+    def packet(self, packet: av.Packet, stream) -> None:
+        """Every packet the camera's encoder makes, before it is muxed."""
+        self._stream = stream
+        held = Held.of(packet)
+        self.ring.add(held)
+        if self._clip is not None:
+            if held.seconds > self._end_s:
+                self.close()
+            else:
+                self._write(held)
+
+    def event(self, at_s: float, name: str) -> str | None:
+        """An event at `at_s` (the frame's time): the clip that will show it (None: no
+        encoded video yet to cut from)."""
+        if self._clip is not None:
+            self._end_s = max(self._end_s, at_s + self.post_s)
+            return self._clip_path
+        held = self.ring.from_keyframe()
+        if self._stream is None or not held:
+            return None
+        os.makedirs(self.folder, exist_ok=True)
+        self._clip_path = os.path.join(self.folder, f"{name}.mp4")
+        self._clip = av.open(self._clip_path, "w")
+        self._clip_stream = self._clip.add_stream_from_template(self._stream)
+        self._end_s = at_s + self.post_s
+        self._last_dts = None
+        for h in held:
+            self._write(h)
+        return self._clip_path
+
+    def _write(self, held: Held) -> None:
+        assert self._clip is not None
+        if held.dts is not None and self._last_dts is not None and held.dts <= self._last_dts:
+            return  # already in the clip (the ring and the live packets overlap at the start)
+        packet = held.packet()
+        packet.stream = self._clip_stream
+        self._clip.mux(packet)
+        self._last_dts = held.dts
+
+    def close(self) -> None:
+        """Finish the clip under way (the camera ended, or its post-event time is over)."""
+        if self._clip is None:
+            return
+        try:
+            self._clip.close()
+            self.written.append(self._clip_path)
+        except Exception as e:  # a clip is evidence, not the video: the camera goes on
+            log.warning("clip %s could not be finished: %s", self._clip_path, e)
+        self._clip = None

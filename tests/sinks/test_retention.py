@@ -1,0 +1,35 @@
+"""Retention keeps an output folder within its budget: oldest finished files first, never
+an open one, never a file the run did not write; every removal counted."""
+import os
+import time
+
+from pipeline.sinks.retention import Retention
+
+
+def make(path, size: int, age_s: float) -> str:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(b"x" * size)
+    t = time.time() - age_s
+    os.utime(path, (t, t))
+    return str(path)
+
+
+def test_the_oldest_finished_files_go_first_until_the_folder_fits(tmp_path):
+    old = make(tmp_path / "cam.20260101T000000Z.mp4", 400, 300)
+    mid = make(tmp_path / "events" / "cam" / "a.jpg", 400, 200)
+    new = make(tmp_path / "cam.20260101T010000Z.mp4", 400, 100)
+    open_now = make(tmp_path / "cam.20260101T020000Z.mp4", 400, 500)  # oldest, but still being written
+    other = make(tmp_path / "notes.txt", 4000, 1000)                   # not ours
+    r = Retention(str(tmp_path), max_bytes=900, max_age_s=None, is_open=lambda p: p == open_now)
+    removed = r.sweep()
+    assert removed == [old, mid]
+    assert os.path.exists(new) and os.path.exists(open_now) and os.path.exists(other)
+    assert (r.stats.removed_files, r.stats.removed_bytes, r.stats.kept_bytes) == (2, 800, 800)
+
+
+def test_files_older_than_the_age_limit_go_whatever_the_size(tmp_path):
+    old = make(tmp_path / "cam.jsonl", 10, 3 * 86400)
+    fresh = make(tmp_path / "cam.part1.jsonl", 10, 60)
+    r = Retention(str(tmp_path), max_bytes=None, max_age_s=86400)
+    assert r.sweep() == [old] and os.path.exists(fresh)
