@@ -1,0 +1,137 @@
+"""Snapshots of events: the annotated frame that confirmed an event, and the object's crop
+with a margin, as JPEG under `<outputs.dir>/events/<camera>/`.
+
+The sink names the files when it writes the frame (so the JSON line, MQTT and the webhook
+carry the paths) and hands the frame to one small worker thread, which encodes the frame
+once however many events it confirmed, writes the files, and only then lets the events go
+to their destinations (with the picture, for MQTT's retained snapshot topic): whoever gets
+an event can open its snapshot. Frames without events cost nothing here.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable
+
+import cv2
+import numpy as np
+
+from pipeline.frames import Frame
+
+log = logging.getLogger("pipeline.evidence")
+
+Deliver = Callable[[list[dict], bytes | None], None]  # the frame's events (paths filled in) and its JPEG
+
+
+def stamp(seconds: float) -> str:
+    """Wall-clock time, UTC, ISO-8601 basic with milliseconds: sortable in file names."""
+    t = datetime.fromtimestamp(seconds, timezone.utc)
+    return t.strftime("%Y%m%dT%H%M%S") + f".{t.microsecond // 1000:03d}Z"
+
+
+def event_name(event: dict) -> str:
+    parts = [event.get("event", "event"), event.get("line") or event.get("zone") or "", event.get("direction") or "",
+             f"t{event['track']}" if event.get("track") is not None else ""]
+    return "_".join(p for p in (str(p) for p in parts) if p).replace("/", "-")
+
+
+@dataclass
+class Job:
+    image: np.ndarray
+    frame_path: str
+    crops: list[tuple[str, tuple[int, int, int, int]]]  # (path, box with margin)
+    events: list[dict] = field(default_factory=list)
+
+
+class Snapshots:
+    def __init__(self, root: str, deliver: Deliver, quality: int = 85, margin: float = 0.2, queue_size: int = 64):
+        self.root = root           # outputs.dir: paths in events are relative to it
+        self.deliver = deliver
+        self.quality = quality
+        self.margin = margin
+        self._jobs: queue.Queue[Job | None] = queue.Queue(queue_size)
+        self._thread: threading.Thread | None = None
+        self.written = 0
+        self.failed = 0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="snapshots", daemon=True)
+        self._thread.start()
+
+    def frame(self, frame: Frame, wall_time: float) -> None:
+        """Name the snapshot files of this frame's events (into the events, now) and queue
+        the frame for encoding; the events are delivered once the files are written."""
+        folder = os.path.join("events", frame.camera)
+        base = f"{stamp(wall_time)}_{frame.seq}"
+        job = Job(frame.image, os.path.join(folder, f"{base}.jpg"), [], frame.events)
+        for i, event in enumerate(frame.events):
+            event["snapshot"] = job.frame_path
+            box = self._box(frame, event)
+            if box is not None:
+                crop = os.path.join(folder, f"{base}_{i}_{event_name(event)}.crop.jpg")
+                event["crop"] = crop
+                job.crops.append((crop, box))
+        self._jobs.put(job)
+
+    def _box(self, frame: Frame, event: dict) -> tuple[int, int, int, int] | None:
+        """The event's object, grown by the margin and clipped to the frame."""
+        det = frame.detections
+        track = event.get("track")
+        if det is None or det.track_id is None or track is None:
+            return None
+        rows = np.flatnonzero(det.track_id == track)
+        if not len(rows):
+            return None
+        x1, y1, x2, y2 = det.xyxy[rows[0]]
+        mx, my = (x2 - x1) * self.margin, (y2 - y1) * self.margin
+        h, w = frame.image.shape[:2]
+        box = (int(max(0, x1 - mx)), int(max(0, y1 - my)), int(min(w, x2 + mx)), int(min(h, y2 + my)))
+        return box if box[2] > box[0] and box[3] > box[1] else None
+
+    def _loop(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            jpeg = self._write(job)
+            try:
+                self.deliver(job.events, jpeg)
+            except Exception:  # a destination's trouble is its own; the next frame goes on
+                log.exception("snapshots: delivering events failed")
+
+    def _write(self, job: Job) -> bytes | None:
+        try:
+            ok, buf = cv2.imencode(".jpg", job.image, [cv2.IMWRITE_JPEG_QUALITY, self.quality])
+            if not ok:
+                raise ValueError("JPEG encoding failed")
+            jpeg = buf.tobytes()
+            self._save(job.frame_path, jpeg)
+            for path, (x1, y1, x2, y2) in job.crops:
+                ok, crop = cv2.imencode(".jpg", job.image[y1:y2, x1:x2], [cv2.IMWRITE_JPEG_QUALITY, self.quality])
+                if ok:
+                    self._save(path, crop.tobytes())
+            self.written += 1
+            return jpeg
+        except Exception as e:
+            self.failed += 1
+            log.warning("snapshot %s could not be written: %s", job.frame_path, e)
+            return None
+
+    def _save(self, relative: str, data: bytes) -> None:
+        path = os.path.join(self.root, relative)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)  # a reader never sees half a picture
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Write what is queued, then stop."""
+        if self._thread is None:
+            return
+        self._jobs.put(None)
+        self._thread.join(timeout)
