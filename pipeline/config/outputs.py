@@ -96,20 +96,41 @@ class MqttConfig:
     client_id: str | None = option(None, doc="default: pipeline-<pid>")
     username: str | None = option(None, doc="broker login")
     password: str | None = option(None, doc="broker password")
-    buffer: int = option(10000, check=positive, doc="events kept while the broker is away (then the oldest drop)")
+    buffer: int = option(10000, check=positive, doc="events kept while the broker is away, besides the one "
+                                                    "being sent (then the oldest drop, counted)")
 
 
 @dataclass(kw_only=True)
 class WebhookConfig:
-    url: str = option(doc="POST each batch of events here as JSON")
+    url: str = option(doc="POST each batch of events here as JSON (http:// or https://)")
     timeout_s: float = option(5.0, check=positive, doc="a POST may take this long")
-    buffer: int = option(10000, check=positive, doc="events kept while the endpoint fails (then the oldest drop)")
+    buffer: int = option(10000, check=positive, doc="events kept while the endpoint fails, besides the batch "
+                                                    "being sent (then the oldest drop, counted)")
+
+    def finish(self, r: Reader, path: str) -> None:
+        """A URL urllib would refuse (or send elsewhere) is found before anything starts."""
+        from urllib.parse import urlsplit
+
+        from pipeline.redact import redact
+
+        if self.url is None:
+            return
+        try:
+            parts = urlsplit(self.url)
+            _ = parts.port  # raises ValueError for a port that is no number in 0..65535
+            usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+        except ValueError:  # that, or a broken IPv6 address
+            usable = False
+        if not usable:
+            r.problem(f"{path}.url", f"expected an http:// or https:// URL with a host, got {redact(self.url)!r}")
 
 
 @dataclass(kw_only=True)
 class EventsConfig:
     mqtt: MqttConfig | None = option(None, shown="off", doc="publish events to an MQTT broker")
     webhook: WebhookConfig | None = option(None, shown="off", doc="POST events to an HTTP endpoint")
+    flush_timeout_s: float = option(5.0, check=non_negative,
+                                    doc="at shutdown, unsent events get this long to go out (then count as dropped)")
 
 
 @dataclass(kw_only=True)

@@ -2,166 +2,198 @@
 to MQTT (`pipeline/<camera>/events`, QoS 1) and/or an HTTP webhook.
 
 A broker or endpoint that is down never stalls the pipeline: the sink only appends to a
-bounded buffer per destination (the oldest event drops when it is full, counted), and a
-thread of each destination sends from it in order, reconnecting with backoff. With QoS 1
-an event leaves the buffer once the broker acknowledged it, so events wait out a broker
+bounded buffer per destination, and a thread of each destination sends from it in order,
+retrying with backoff. Every event ends up counted once: sent, or dropped. The batch
+being sent is taken out of the buffer, so when the buffer is full the oldest event
+*nobody is sending* drops (counted); a failed batch is retried as it is. With QoS 1 an
+event counts as sent once the broker acknowledged it, so events wait out a broker
 restart and arrive afterwards, in order.
+
+Shutdown waits at most `flush_timeout_s` for the destinations, and `abort()` (a second
+Ctrl-C) ends that wait at once; whatever is still unsent then counts as dropped.
 """
 from __future__ import annotations
 
-import json
 import logging
-import os
 import threading
 import time
-import urllib.request
-from collections import deque
-from typing import Callable
 
-from pipeline.config.outputs import EventsConfig, MqttConfig, WebhookConfig
+from pipeline.config.outputs import EventsConfig
+from pipeline.errors import one_line
+from pipeline.redact import redact
+from pipeline.runtime.queues import BoundedQueue, QueueClosed
+from pipeline.sinks.event_senders import Sender, senders_for
 
 log = logging.getLogger("pipeline.events")
 
 
 class Outbox:
-    """A bounded, ordered buffer with one sending thread."""
+    """One destination: a drop-oldest buffer of unsent events (`BoundedQueue`), the batch
+    being sent (outside the buffer, out of the drop policy's reach) and the thread that
+    sends it. One condition guards all three, so the figures always add up."""
 
-    def __init__(self, name: str, size: int, send: Callable[[list[dict]], int], batch: int = 1):
-        self.name = name
-        self._items: deque[dict] = deque()
-        self.size = size
-        self._send = send
-        self._batch = batch
-        self._cond = threading.Condition()
-        self._closed = False
+    def __init__(self, sender: Sender, size: int):
+        self.sender = sender
+        self._cond = threading.Condition()  # reentrant: abort() may run in a signal handler of a thread holding it
+        self._queue: BoundedQueue[dict] = BoundedQueue(f"events {sender.name}", size, "drop_oldest",
+                                                       on_drop=self._on_drop)
+        self._sending: list[dict] = []
+        self._thread: threading.Thread | None = None
+        self._closed = False  # sending is over: what was left has been counted as dropped
+        self._late = 0        # dropped outside the buffer's policy: unsent at close, or published after it
         self.sent = 0
-        self.dropped = 0
-        self._thread = threading.Thread(target=self._loop, name=f"events-{name}", daemon=True)
-        self._thread.start()
+
+    def start(self) -> None:
+        with self._cond:
+            if self._thread is not None or self._closed:
+                return
+            self.sender.start()
+            self._thread = threading.Thread(target=self._loop, name=f"events-{self.sender.name}", daemon=True)
+            self._thread.start()
 
     def put(self, event: dict) -> None:
         with self._cond:
-            if len(self._items) >= self.size:
-                self._items.popleft()
-                self.dropped += 1
-            self._items.append(event)
+            try:
+                self._queue.put(event)
+            except QueueClosed:
+                self._late += 1
+                return
             self._cond.notify_all()
 
-    def pending(self) -> int:
-        return len(self._items)
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
+    def _on_drop(self, event: object, reason: str) -> None:
+        if self._queue.dropped == 1:
+            log.warning("events to %s: the buffer is full, the oldest unsent events drop (counted)", self.sender.name)
+
+    def stats(self) -> dict[str, int]:
+        with self._cond:
+            return {"sent": self.sent, "waiting": len(self._queue) + len(self._sending),
+                    "dropped": self._queue.dropped + self._late}
+
+    def _next(self) -> list[dict] | None:
+        """The batch to send: the one that failed last, else the oldest waiting events;
+        None once the outbox is closed."""
+        with self._cond:
+            while not self._sending and not self._closed:
+                self._sending = self._queue.take(self.sender.batch)
+                if not self._sending:
+                    self._cond.wait()
+            return None if self._closed else list(self._sending)
 
     def _loop(self) -> None:
         backoff = 0.5
-        while True:
-            with self._cond:
-                while not self._items and not self._closed:
-                    self._cond.wait(0.5)
-                if self._closed and not self._items:
-                    return
-                batch = [self._items[i] for i in range(min(self._batch, len(self._items)))]
+        while (batch := self._next()) is not None:
             try:
-                done = self._send(batch)
-            except Exception as e:  # down: keep the events, wait, try again
-                done = 0
-                log.warning("events to %s: %s; retrying in %.1fs (%d waiting)", self.name, e, backoff,
-                            len(self._items))
-            if done:
-                backoff = 0.5
+                self.sender.send(batch)
+            except Exception as e:  # down or refusing: keep the batch, wait, try it again
+                if self._closed:
+                    return  # given up on at close: counted as dropped
+                log.warning("events to %s: %s; retrying in %.1fs (%d waiting)", self.sender.name,
+                            redact(one_line(e)), backoff, self.stats()["waiting"])
                 with self._cond:
-                    for _ in range(min(done, len(self._items))):
-                        self._items.popleft()
-                    self.sent += done
+                    self._cond.wait_for(lambda: self._closed, backoff)
+                backoff = min(backoff * 2, 10.0)
                 continue
-            if self._closed:
-                return  # closing and the destination is away: what is left is counted as dropped
-            time.sleep(backoff)
-            backoff = min(backoff * 2, 10.0)
+            backoff = 0.5
+            with self._cond:
+                if self._closed:
+                    return  # the deadline came first: this batch is already counted as dropped
+                self.sent += len(self._sending)
+                self._sending = []
+                self._cond.notify_all()  # a flush may be waiting for the buffer to empty
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Send what is buffered (for up to `timeout`), then stop."""
-        deadline = time.monotonic() + timeout
-        while self._items and time.monotonic() < deadline:
-            time.sleep(0.05)
+    def flush(self, deadline: float) -> None:
+        """Wait until every event was sent, `deadline` (time.monotonic) passed, or the
+        outbox was closed (by an abort)."""
         with self._cond:
-            self._closed = True
-            self.dropped += len(self._items)
-            self._cond.notify_all()
-        self._thread.join(timeout)
-
-
-class MqttSender:
-    """paho-mqtt with its own network thread; reconnects with backoff on its own."""
-
-    def __init__(self, config: MqttConfig):
-        import paho.mqtt.client as mqtt
-
-        self.config = config
-        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=config.client_id or f"pipeline-{os.getpid()}")
-        if config.username:
-            self.client.username_pw_set(config.username, config.password)
-        self.client.reconnect_delay_set(min_delay=1, max_delay=10)
-        self.client.connect_async(config.host, config.port, keepalive=30)
-        self.client.loop_start()
-
-    def send(self, batch: list[dict]) -> int:
-        if not self.client.is_connected():
-            raise ConnectionError(f"not connected to {self.config.host}:{self.config.port}")
-        event = batch[0]
-        info = self.client.publish(self.config.topic.format(camera=event["camera"]),
-                                   json.dumps(event, separators=(",", ":")), qos=self.config.qos)
-        if self.config.qos:
-            info.wait_for_publish(timeout=5)
-            if not info.is_published():
-                raise ConnectionError("no acknowledgement from the broker")
-        return 1
+            while self._thread is not None and not self._closed and (len(self._queue) or self._sending):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._cond.wait(remaining)
 
     def close(self) -> None:
-        self.client.loop_stop()
-        self.client.disconnect()
-
-
-class WebhookSender:
-    def __init__(self, config: WebhookConfig):
-        self.config = config
-
-    def send(self, batch: list[dict]) -> int:
-        body = json.dumps({"events": batch}, separators=(",", ":")).encode()
-        request = urllib.request.Request(self.config.url, data=body, method="POST",
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=self.config.timeout_s) as r:
-            r.read()
-        return len(batch)
+        """Stop sending; what is unsent counts as dropped. A batch cut off mid-send counts
+        as dropped too (it may still arrive: the count errs on the side of a loss)."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            left = len(self._sending) + len(self._queue.take(len(self._queue)))
+            self._late += left
+            self._sending = []
+            self._queue.close()
+            self._cond.notify_all()
+        if left:
+            log.warning("events to %s: %d not sent by the end, counted as dropped", self.sender.name, left)
 
 
 class EventPublisher:
     """Fans each event out to the configured destinations."""
 
     def __init__(self, config: EventsConfig):
-        self.outboxes: list[Outbox] = []
-        self._senders: list = []
-        if config.mqtt is not None:
-            mqtt = MqttSender(config.mqtt)
-            self._senders.append(mqtt)
-            self.outboxes.append(Outbox(f"mqtt://{config.mqtt.host}:{config.mqtt.port}", config.mqtt.buffer, mqtt.send))
-        if config.webhook is not None:
-            hook = WebhookSender(config.webhook)
-            self.outboxes.append(Outbox(config.webhook.url, config.webhook.buffer, hook.send, batch=100))
+        self.flush_timeout_s = config.flush_timeout_s
+        self.outboxes = [Outbox(sender, size) for sender, size in senders_for(config)]
+        self._started = False
+        self._aborted = False
+        self._closed = False
 
     def __bool__(self) -> bool:
         return bool(self.outboxes)
 
+    def start(self) -> None:
+        """Connect and start sending (the graph calls this when the run starts)."""
+        self._started = True
+        for box in self.outboxes:
+            box.start()
+
     def publish(self, event: dict) -> None:
+        if not self._started:  # a publisher used without the graph: its first event starts it
+            self.start()
         for box in self.outboxes:
             box.put(event)
 
     def camera_state(self, camera: str, state: str, detail: str) -> None:
-        self.publish({"camera": camera, "event": "state", "state": state, "detail": detail, "time": time.time()})
+        self.publish({"camera": camera, "event": "state", "state": state, "detail": redact(detail),
+                      "time": time.time()})
 
-    def stats(self) -> dict:
-        return {box.name: {"sent": box.sent, "waiting": box.pending(), "dropped": box.dropped} for box in self.outboxes}
+    def stats(self) -> dict[str, dict[str, int]]:
+        """{destination: {"sent", "waiting", "dropped"}}, destinations shown with secrets masked."""
+        return {box.sender.name: box.stats() for box in self.outboxes}
+
+    def lost(self) -> int:
+        """Events dropped so far, all destinations together (the run failed to deliver them)."""
+        return sum(box.stats()["dropped"] for box in self.outboxes)
 
     def close(self) -> None:
+        """Send what is left for at most `flush_timeout_s` (all destinations at once), then
+        stop; unsent events count as dropped. Returns at once after `abort()`."""
+        deadline = time.monotonic() + self.flush_timeout_s
+        for box in self.outboxes:
+            box.flush(deadline)
         for box in self.outboxes:
             box.close()
-        for sender in self._senders:
-            sender.close()
+        if not self._closed:
+            self._closed = True
+            self._close_senders(deadline)
+
+    def abort(self) -> None:
+        """End a close in progress (and make any later one) at once: nothing more is sent,
+        what is left counts as dropped. Safe to call from a signal handler."""
+        self._aborted = True
+        for box in self.outboxes:
+            box.close()
+
+    def _close_senders(self, deadline: float) -> None:
+        """Disconnecting may block on a hung destination: each sender closes on a thread
+        of its own that is left behind (a daemon) at the deadline or an abort."""
+        closing = [threading.Thread(target=box.sender.close, name=f"events-close-{box.sender.name}", daemon=True)
+                   for box in self.outboxes if box.started]
+        for thread in closing:
+            thread.start()
+        for thread in closing:
+            while thread.is_alive() and not self._aborted and time.monotonic() < deadline:
+                thread.join(0.05)

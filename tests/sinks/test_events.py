@@ -3,57 +3,19 @@ arrive in order, equal to the JSON lines'; a broker stopped mid-run costs the pi
 nothing, and the events it missed arrive once it is back."""
 from __future__ import annotations
 
-import json
 import os
-import threading
 import time
 
-import paho.mqtt.client as mqtt
 import pytest
 import yaml
 
-from brokers import Mosquitto, available
+from brokers import Mosquitto, Subscriber, available
 from conftest import ROOT, read_jsonl
 
 _MISSING = available()
 if _MISSING and os.environ.get("CI", "").lower() in ("1", "true", "yes"):
     raise RuntimeError(f"CI: {_MISSING}")
 pytestmark = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
-
-
-class Subscriber:
-    """Collects `pipeline/+/events` with a persistent session: it gets what was published
-    while the broker was away once both are back."""
-
-    def __init__(self, port: int):
-        self.messages: list[dict] = []
-        self.connected = threading.Event()
-        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="test-subscriber", clean_session=False)
-        self.client.on_connect = self._on_connect
-        self.client.on_message = lambda c, u, m: self.messages.append(json.loads(m.payload))
-        self.client.on_disconnect = lambda *a: self.connected.clear()
-        self.client.reconnect_delay_set(min_delay=0.1, max_delay=0.5)
-        self.client.connect("127.0.0.1", port)
-        self.client.loop_start()
-        assert self.connected.wait(10)
-
-    def _on_connect(self, client, userdata, flags, reason, properties) -> None:
-        client.subscribe("pipeline/+/events", qos=1)
-        self.connected.set()
-
-    def frame_events(self) -> list[dict]:
-        return [m for m in self.messages if m["event"] != "state"]
-
-    def wait_for(self, count: int, timeout: float) -> list[dict]:
-        """The frame events received once there are `count` of them (or `timeout` passed)."""
-        deadline = time.monotonic() + timeout
-        while len(self.frame_events()) < count and time.monotonic() < deadline:
-            time.sleep(0.1)
-        return self.frame_events()
-
-    def close(self) -> None:
-        self.client.loop_stop()
-        self.client.disconnect()
 
 
 def tracking_config(tmp_path, port: int, realtime: bool) -> dict:
