@@ -169,15 +169,32 @@ def output_problems(config: Config, create: bool) -> list[str]:
 
 
 def port_problem(where: str, port: int | None, host: str = "127.0.0.1") -> str | None:
+    """Why the server of `where` could not listen on `port` (None when it could). The probe
+    binds as the servers do, with SO_REUSEADDR: a port a stopped run left in TIME-WAIT is free."""
+    from pipeline.metrics.prometheus import unusable_port
+
     if not port:
         return None
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as e:
-            busy = e.errno == errno.EADDRINUSE
-            return f"{where}: port {port} on {host} is {'already in use' if busy else f'unusable ({e.strerror})'}"
+            return unusable_port(where, port, host, e)
     return None
+
+
+def port_problems(config: Config) -> list[str]:
+    """The metrics port and the web port: each free, and not the same one (the second
+    server would find it taken by the first)."""
+    metrics, web = config.metrics.prometheus_port, config.outputs.web
+    if web is not None and metrics and web.port == metrics:
+        return [f"outputs.web.port: port {metrics} is also metrics.prometheus_port; give them different ports "
+                "(the web port serves /metrics too)"]
+    found = [port_problem("metrics.prometheus_port", metrics)]
+    if web is not None:
+        found.append(port_problem("outputs.web.port", web.port, web.host))
+    return [why for why in found if why]
 
 
 def cluster_problems(config: Config) -> tuple[Config, list[str]]:

@@ -1,16 +1,118 @@
 """Prometheus endpoint (`metrics.prometheus_port`): the same snapshot as the JSON report,
 read at scrape time, under standard names (`_total` counters, seconds, per-camera /
-per-stage / per-model labels), served by the `prometheus-client` library.
+per-stage / per-model / per-destination labels), served by the `prometheus-client` library.
+
+Labels carry names from the config (camera ids, line and zone names, event destinations),
+so the snapshot is redacted before it becomes metrics.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterator
+import errno
+from typing import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from pipeline.errors import StartupError
+from pipeline.redact import redact_data
+
 Snapshot = Callable[[], dict]
+Rows = Iterable[tuple[list[str], float | None]]
 _QUANTILES = (("0.5", "p50_ms"), ("0.95", "p95_ms"), ("0.99", "p99_ms"))
+
+
+def unusable_port(where: str, port: int, host: str, error: OSError) -> str:
+    """The one line for a port that cannot be listened on (preflight's probe and the servers' bind)."""
+    why = "already in use" if error.errno == errno.EADDRINUSE else f"unusable ({error.strerror or error})"
+    return f"{where}: port {port} on {host} is {why}"
+
+
+def _counter(name: str, doc: str, labels: list[str], rows: Rows) -> CounterMetricFamily:
+    m = CounterMetricFamily(name, doc, labels=labels)
+    for values, v in rows:
+        m.add_metric(values, v)
+    return m
+
+
+def _gauge(name: str, doc: str, labels: list[str], rows: Rows) -> GaugeMetricFamily:
+    m = GaugeMetricFamily(name, doc, labels=labels)
+    for values, v in rows:
+        if v is not None:
+            m.add_metric(values, v)
+    return m
+
+
+def _seconds(ms: float | None) -> float | None:
+    return None if ms is None else ms / 1000
+
+
+def _camera_metrics(cams: dict) -> Iterator[Metric]:
+    yield _counter("pipeline_camera_frames_in", "Frames decoded per camera", ["camera"],
+                   [([c], v["frames_in"]) for c, v in cams.items()])
+    yield _counter("pipeline_camera_frames_processed", "Frames written by the sinks per camera", ["camera"],
+                   [([c], v["processed"]) for c, v in cams.items()])
+    yield _counter("pipeline_camera_frames_dropped", "Frames dropped per camera and reason", ["camera", "reason"],
+                   [([c, r], n) for c, v in cams.items() for r, n in v["dropped"].items()])
+    yield _counter("pipeline_camera_errors", "Frame errors per camera", ["camera"],
+                   [([c], v["errors"]) for c, v in cams.items()])
+    yield _counter("pipeline_camera_decode_errors", "Unreadable packets skipped per camera", ["camera"],
+                   [([c], v["decode_errors"]) for c, v in cams.items()])
+    yield _counter("pipeline_camera_reconnects", "Reconnects of live cameras", ["camera"],
+                   [([c], v["reconnects"]) for c, v in cams.items()])
+    yield _counter("pipeline_camera_downtime_seconds", "Time live cameras were disconnected", ["camera"],
+                   [([c], v["downtime_s"]) for c, v in cams.items()])
+    yield _gauge("pipeline_camera_fps", "Output frame rate per camera", ["camera"],
+                 [([c], v["fps"]) for c, v in cams.items()])
+    yield _gauge("pipeline_camera_state", "1 for the camera's current health state", ["camera", "state"],
+                 [([c, v["state"]], 1) for c, v in cams.items()])
+    yield _gauge("pipeline_camera_latency_seconds", "End-to-end latency quantiles per camera", ["camera", "quantile"],
+                 [([c, q], _seconds(v["latency"][k])) for c, v in cams.items() for q, k in _QUANTILES])
+    yield _counter("pipeline_analytics_events", "Line crossings and zone entries/exits",
+                   ["camera", "name", "event", "class"],
+                   [([c, name, event, cls], n) for c, v in cams.items() for name, events in v["counts"].items()
+                    for event, per_class in events.items() for cls, n in per_class.items()])
+
+
+def _stage_metrics(s: dict) -> Iterator[Metric]:
+    yield _gauge("pipeline_stage_reached_seconds", "Time from capture to a stage boundary (quantiles)",
+                 ["stage", "quantile"],
+                 [([k, q], _seconds(v[key])) for k, v in s["reached_after"].items()
+                  for q, key in (("0.5", "p50_ms"), ("0.99", "p99_ms"))])
+    yield _counter("pipeline_stage_items", "Items handled per stage", ["stage"],
+                   [([k], v["items"]) for k, v in s["stages"].items()])
+    yield _counter("pipeline_stage_busy_seconds", "Busy time per stage", ["stage"],
+                   [([k], v["busy_s"]) for k, v in s["stages"].items()])
+    yield _counter("pipeline_stage_calls_saved", "Classifications skipped thanks to tracking", ["stage"],
+                   [([k], v["calls_saved"]) for k, v in s["stages"].items() if "calls_saved" in v])
+    yield _gauge("pipeline_queue_depth", "Items waiting per queue", ["queue"],
+                 [([k], v["depth"]) for k, v in s["queues"].items()])
+    yield _counter("pipeline_queue_dropped", "Items dropped per queue", ["queue"],
+                   [([k], v["dropped"]) for k, v in s["queues"].items()])
+
+
+def _engine_metrics(engines: dict) -> Iterator[Metric]:
+    yield _counter("pipeline_engine_batches", "Batches run per model", ["model"],
+                   [([k], v["batches"]) for k, v in engines.items()])
+    yield _counter("pipeline_engine_items", "Items inferred per model", ["model"],
+                   [([k], v["items"]) for k, v in engines.items()])
+    yield _gauge("pipeline_engine_inflight", "Batches in flight per model", ["model"],
+                 [([k], v["inflight"]) for k, v in engines.items()])
+    yield _counter("pipeline_engine_batch_size", "Batches run per model and batch size", ["model", "size"],
+                   [([k, b], n) for k, v in engines.items() for b, n in v["batch_sizes"].items()])
+    yield _gauge("pipeline_engine_mean_batch", "Mean batch size per model", ["model"],
+                 [([k], v["mean_batch"]) for k, v in engines.items()])
+    yield _gauge("pipeline_engine_inference_seconds", "Batch inference time quantiles per model", ["model", "quantile"],
+                 [([k, q], _seconds(v["infer"][key])) for k, v in engines.items() for q, key in _QUANTILES])
+
+
+def _event_metrics(destinations: dict) -> Iterator[Metric]:
+    """The event destinations' figures (`snapshot["events"]`: {destination: {sent, waiting, dropped}})."""
+    yield _counter("pipeline_events_sent", "Events delivered per destination", ["destination"],
+                   [([d], v.get("sent")) for d, v in destinations.items() if v.get("sent") is not None])
+    yield _counter("pipeline_events_dropped", "Events lost per destination", ["destination"],
+                   [([d], v.get("dropped")) for d, v in destinations.items() if v.get("dropped") is not None])
+    yield _gauge("pipeline_events_waiting", "Events not yet delivered per destination", ["destination"],
+                 [([d], v.get("waiting")) for d, v in destinations.items()])
 
 
 class SnapshotCollector:
@@ -18,88 +120,26 @@ class SnapshotCollector:
         self.snapshot = snapshot
 
     def collect(self) -> Iterator[Metric]:
-        s = self.snapshot()
-        cams = s["cameras"]
-
-        def counter(name: str, doc: str, labels: list[str], rows) -> CounterMetricFamily:
-            m = CounterMetricFamily(name, doc, labels=labels)
-            for values, v in rows:
-                m.add_metric(values, v)
-            return m
-
-        def gauge(name: str, doc: str, labels: list[str], rows) -> GaugeMetricFamily:
-            m = GaugeMetricFamily(name, doc, labels=labels)
-            for values, v in rows:
-                if v is not None:
-                    m.add_metric(values, v)
-            return m
-
-        yield counter("pipeline_camera_frames_in", "Frames decoded per camera", ["camera"],
-                      [([c], v["frames_in"]) for c, v in cams.items()])
-        yield counter("pipeline_camera_frames_processed", "Frames written by the sinks per camera", ["camera"],
-                      [([c], v["processed"]) for c, v in cams.items()])
-        yield counter("pipeline_camera_frames_dropped", "Frames dropped per camera and reason", ["camera", "reason"],
-                      [([c, r], n) for c, v in cams.items() for r, n in v["dropped"].items()])
-        yield counter("pipeline_camera_errors", "Frame errors per camera", ["camera"],
-                      [([c], v["errors"]) for c, v in cams.items()])
-        yield counter("pipeline_camera_decode_errors", "Unreadable packets skipped per camera", ["camera"],
-                      [([c], v["decode_errors"]) for c, v in cams.items()])
-        yield counter("pipeline_camera_reconnects", "Reconnects of live cameras", ["camera"],
-                      [([c], v["reconnects"]) for c, v in cams.items()])
-        yield counter("pipeline_camera_downtime_seconds", "Time live cameras were disconnected", ["camera"],
-                      [([c], v["downtime_s"]) for c, v in cams.items()])
-        yield gauge("pipeline_camera_fps", "Output frame rate per camera", ["camera"],
-                    [([c], v["fps"]) for c, v in cams.items()])
-        yield gauge("pipeline_camera_state", "1 for the camera's current health state", ["camera", "state"],
-                    [([c, v["state"]], 1) for c, v in cams.items()])
-        yield gauge("pipeline_camera_latency_seconds", "End-to-end latency quantiles per camera",
-                    ["camera", "quantile"],
-                    [([c, q], None if v["latency"][k] is None else v["latency"][k] / 1000)
-                     for c, v in cams.items() for q, k in _QUANTILES])
-        yield counter("pipeline_analytics_events", "Line crossings and zone entries/exits",
-                      ["camera", "name", "event", "class"],
-                      [([c, name, event, cls], n) for c, v in cams.items() for name, events in v["counts"].items()
-                       for event, per_class in events.items() for cls, n in per_class.items()])
-        yield gauge("pipeline_stage_reached_seconds", "Time from capture to a stage boundary (quantiles)",
-                    ["stage", "quantile"],
-                    [([k, q], None if v[key] is None else v[key] / 1000) for k, v in s["reached_after"].items()
-                     for q, key in (("0.5", "p50_ms"), ("0.99", "p99_ms"))])
-        yield counter("pipeline_stage_items", "Items handled per stage", ["stage"],
-                      [([k], v["items"]) for k, v in s["stages"].items()])
-        yield counter("pipeline_stage_busy_seconds", "Busy time per stage", ["stage"],
-                      [([k], v["busy_s"]) for k, v in s["stages"].items()])
-        yield gauge("pipeline_queue_depth", "Items waiting per queue", ["queue"],
-                    [([k], v["depth"]) for k, v in s["queues"].items()])
-        yield counter("pipeline_queue_dropped", "Items dropped per queue", ["queue"],
-                      [([k], v["dropped"]) for k, v in s["queues"].items()])
-        engines = s["engines"]
-        yield counter("pipeline_engine_batches", "Batches run per model", ["model"],
-                      [([k], v["batches"]) for k, v in engines.items()])
-        yield counter("pipeline_engine_items", "Items inferred per model", ["model"],
-                      [([k], v["items"]) for k, v in engines.items()])
-        yield counter("pipeline_stage_calls_saved", "Classifications skipped thanks to tracking", ["stage"],
-                      [([k], v["calls_saved"]) for k, v in s["stages"].items() if "calls_saved" in v])
-        yield gauge("pipeline_engine_inflight", "Batches in flight per model", ["model"],
-                    [([k], v["inflight"]) for k, v in engines.items()])
-        yield counter("pipeline_engine_batch_size", "Batches run per model and batch size", ["model", "size"],
-                      [([k, b], n) for k, v in engines.items() for b, n in v["batch_sizes"].items()])
-        yield gauge("pipeline_engine_mean_batch", "Mean batch size per model", ["model"],
-                    [([k], v["mean_batch"]) for k, v in engines.items()])
-        yield gauge("pipeline_engine_inference_seconds", "Batch inference time quantiles per model",
-                    ["model", "quantile"],
-                    [([k, q], None if v["infer"][key] is None else v["infer"][key] / 1000)
-                     for k, v in engines.items() for q, key in _QUANTILES])
-        yield gauge("pipeline_process_cpu_percent", "Process CPU use (100 = one core)", [],
-                    [([], s["cpu_percent"])])
-        yield gauge("pipeline_process_threads", "Threads of the process", [], [([], s["threads"])])
-        yield counter("pipeline_frames_processed", "Frames written, all cameras", [], [([], s["processed"])])
+        s = redact_data(self.snapshot())
+        yield from _camera_metrics(s["cameras"])
+        yield from _stage_metrics(s)
+        yield from _engine_metrics(s["engines"])
+        yield from _event_metrics(s.get("events") or {})
+        yield _gauge("pipeline_process_cpu_percent", "Process CPU use (100 = one core)", [], [([], s["cpu_percent"])])
+        yield _gauge("pipeline_process_threads", "Threads of the process", [], [([], s["threads"])])
+        yield _counter("pipeline_frames_processed", "Frames written, all cameras", [], [([], s["processed"])])
 
 
 class PrometheusExporter:
+    """Serves `/metrics` on its own port; a port that cannot be listened on is a `StartupError`."""
+
     def __init__(self, snapshot: Snapshot, port: int, addr: str = "127.0.0.1"):
         self.registry = CollectorRegistry()
         self.registry.register(SnapshotCollector(snapshot))  # type: ignore[arg-type]
-        self._server, self._thread = start_http_server(port, addr=addr, registry=self.registry)
+        try:  # its server (http.server's) binds with SO_REUSEADDR: a restart is not refused on TIME-WAIT
+            self._server, self._thread = start_http_server(port, addr=addr, registry=self.registry)
+        except OSError as e:
+            raise StartupError(unusable_port("metrics.prometheus_port", port, addr, e)) from None
         self.port = self._server.server_port
 
     def close(self) -> None:

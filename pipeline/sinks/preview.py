@@ -3,9 +3,12 @@ while someone watches that camera, at most `fps` per camera.
 
 The sink offers every frame (a reference: no copy, no work); a watched camera's frame is
 taken when its last picture is about `1/fps` old and one encoder thread encodes it at
-once; the frames in between are skipped. Nobody watching costs one dictionary lookup per
+once; the frames in between are skipped. Nobody watching costs two dictionary lookups per
 frame. A slow viewer slows only its own connection: it always gets the newest JPEG when
-it is ready for one.
+it is ready for one. A camera is watched while a stream is open (`watch` / `unwatch`)
+and for a while after each still picture asked for (`watch_for`): a viewer fetching
+stills at the live rate keeps it watched, and each fetch gets the newest picture, not
+an encoding of its own.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ class Preview:
         self.quality = quality
         self.width = width
         self._watchers: dict[str, int] = {}
+        self._watched_until: dict[str, float] = {}  # still viewers: time.monotonic() of their lease's end
         self._offered: dict[str, Frame] = {}
         self._last_encoded: dict[str, float] = {}
         self._pictures: dict[str, Picture] = {}
@@ -45,9 +49,9 @@ class Preview:
         """Called by the sink for every frame. A watched camera's frame is taken when its
         last picture is about `1/fps` old, and encoded at once; the others are skipped,
         never held (holding one for later would only make the picture older)."""
-        if not self._watchers.get(frame.camera):
-            return
         now = time.monotonic()
+        if not self._watchers.get(frame.camera) and self._watched_until.get(frame.camera, 0.0) < now:
+            return
         if now - self._last_encoded.get(frame.camera, -1e9) < 0.9 * self.interval:
             return
         with self._cond:
@@ -64,6 +68,15 @@ class Preview:
             self._watchers[camera] = max(0, self._watchers.get(camera, 0) - 1)
             if not self._watchers[camera]:
                 self._offered.pop(camera, None)
+
+    def watch_for(self, camera: str, seconds: float) -> bool:
+        """Count `camera` as watched for `seconds` from now; True when it was watched
+        already (its newest picture is current, not one from before anyone looked)."""
+        with self._cond:
+            now = time.monotonic()
+            current = bool(self._watchers.get(camera)) or self._watched_until.get(camera, 0.0) >= now
+            self._watched_until[camera] = max(self._watched_until.get(camera, 0.0), now + seconds)
+            return current
 
     @property
     def watched(self) -> int:

@@ -2,170 +2,180 @@
 state, fps, P99, drops, reconnects, line and zone counts, a latency chart), plus
 `/api/cameras` (the snapshot the summary uses) and `/metrics` (Prometheus) on one port.
 
-The video is MJPEG (`multipart/x-mixed-replace`): every browser shows it in a plain
-`<img>`, with no player and no buffering, so what you see is the newest frame. Frames are
-encoded only for cameras someone watches (`sinks.preview`). Binds 127.0.0.1 unless told
-otherwise; with a `token`, every request needs it (an `Authorization: Bearer` header, a
-`?token=` parameter, or the cookie the page sets).
+The page's tiles fetch stills (`/frame/<camera>.jpg`) at the live rate, one request at a
+time and only while the tile is in view, so any number of cameras share the browser's
+few connections per host; `/stream/<camera>` (MJPEG) serves tools that want one stream.
+Frames are encoded only for cameras someone watches (`sinks.preview`). Binds 127.0.0.1
+unless told otherwise; with a `token`, every request needs it (`web.auth`). Connections
+are capped (the excess is answered 503) and closed when idle, so neither a crowd nor
+forgotten sockets exhaust the threads.
 """
 from __future__ import annotations
 
-import hmac
-import json
+import contextlib
+import ipaddress
 import logging
+import socket
+import sys
 import threading
 import time
-import urllib.parse
-from http.cookies import SimpleCookie
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from typing import Callable
+from http.server import ThreadingHTTPServer
+from typing import Callable, Collection, Iterator
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 
 from pipeline.config.outputs import WebConfig
+from pipeline.errors import StartupError, one_line
 from pipeline.metrics.histogram import Histogram
-from pipeline.metrics.prometheus import SnapshotCollector
-from pipeline.sinks.preview import Preview
+from pipeline.metrics.prometheus import SnapshotCollector, unusable_port
+from pipeline.sinks.preview import Picture, Preview
+from pipeline.web.handler import Handler
 
 log = logging.getLogger("pipeline.web")
 
-PAGE = (Path(__file__).parent / "page.html").read_text(encoding="utf-8")
-COOKIE = "pipeline_token"
+BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 21\r\n"
+        b"Retry-After: 1\r\nConnection: close\r\n\r\ntoo many connections\n")
+
+
+def exposure_warning(config: WebConfig) -> str | None:
+    """What to warn about when the cameras are open to other machines with no token."""
+    if config.token or config.host == "localhost":
+        return None
+    try:
+        if ipaddress.ip_address(config.host).is_loopback:
+            return None
+    except ValueError:
+        pass  # a host name: it may well be reachable from elsewhere
+    return (f"outputs.web: listening on {config.host} without a token: anyone who reaches this address sees "
+            "the cameras (set outputs.web.token)")
+
+
+class Listener(ThreadingHTTPServer):
+    """A thread per connection, at most `limit` at once; the connections still open are
+    cut at `server_close`, so closing never waits for an idle client."""
+
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True  # a restart binds at once, even with the last run's sockets in TIME-WAIT
+
+    def __init__(self, address: tuple[str, int], app: WebServer):
+        self.app = app
+        self.request_queue_size = app.BACKLOG
+        self.refused = 0
+        self._slots = threading.BoundedSemaphore(app.MAX_CONNECTIONS)
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        super().__init__(address, Handler)
+
+    def process_request(self, request, client_address) -> None:  # type: ignore[override]
+        if not self._slots.acquire(blocking=False):
+            self._refuse(request)
+            return
+        with self._lock:
+            self._open.add(request)
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._done(request)
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:  # type: ignore[override]
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._done(request)
+
+    def _done(self, request: socket.socket) -> None:
+        with self._lock:
+            self._open.discard(request)
+        self._slots.release()
+
+    def _refuse(self, request: socket.socket) -> None:
+        self.refused += 1
+        log.debug("connection refused: %d open already", self.app.MAX_CONNECTIONS)
+        with contextlib.suppress(OSError):
+            request.setblocking(False)
+            request.send(BUSY)
+        self.shutdown_request(request)
+
+    def handle_error(self, request, client_address) -> None:  # type: ignore[override]
+        error = sys.exc_info()[1]
+        log.warning("live view: a request from %s failed: %s", client_address[0], one_line(error) if error else "?")
+        log.debug("the request's failure", exc_info=True)
+
+    def server_close(self) -> None:
+        super().server_close()
+        with self._lock:
+            still_open = list(self._open)
+        for request in still_open:
+            with contextlib.suppress(OSError):
+                request.shutdown(socket.SHUT_RDWR)
 
 
 class WebServer:
-    def __init__(self, config: WebConfig, snapshot: Callable[[], dict], preview: Preview):
+    """Listens from construction (a port in use is a `StartupError` then), serves from
+    `start()`; `close()` is safe whether it started or not."""
+
+    IDLE_TIMEOUT_S = 30.0  # a connection that sends nothing for this long is closed
+    MAX_CONNECTIONS = 64  # at once; more are answered 503
+    BACKLOG = 128  # connections the kernel holds before they are accepted
+    STILL_WAIT_S = 2.0  # the first still of a camera nobody watched waits this long for a fresh picture
+
+    def __init__(self, config: WebConfig, snapshot: Callable[[], dict], preview: Preview,
+                 cameras: Callable[[], Collection[str]] | None = None):
         self.config = config
         self.snapshot = snapshot
         self.preview = preview
+        self.cameras = cameras or (lambda: snapshot()["cameras"])
+        self.still_lease_s = max(2.0, 3.0 / config.fps)  # a tile asks every 1/fps: a few missed asks are fine
         self.view_latency: dict[str, Histogram] = {}  # capture to bytes on a viewer's socket, per camera
         self.viewers = 0
+        self._viewers_lock = threading.Lock()
+        self.closing = threading.Event()
         self.registry = CollectorRegistry()
         self.registry.register(SnapshotCollector(self.api_snapshot))  # type: ignore[arg-type]
-        self._httpd = ThreadingHTTPServer((config.host, config.port), self._handler())
-        self._httpd.daemon_threads = True
+        try:
+            self._httpd = Listener((config.host, config.port), self)
+        except OSError as e:
+            raise StartupError(unusable_port("outputs.web.port", config.port, config.host, e)) from None
         self.port = self._httpd.server_address[1]
-        self._closing = threading.Event()
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="web", daemon=True)
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        warning = exposure_warning(self.config)
+        if warning:
+            log.warning(warning)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="web", daemon=True)
         self._thread.start()
         log.info("live view on http://%s:%d/", self.config.host, self.port)
 
     def close(self) -> None:
-        self._closing.set()
-        self._httpd.shutdown()
+        self.closing.set()
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread = None
         self._httpd.server_close()
 
     def api_snapshot(self) -> dict:
         snap = self.snapshot()
-        snap["live_view"] = {"viewers": self.viewers, "encoded": self.preview.encoded,
-                             "latency": {cam: h.summary_ms() for cam, h in self.view_latency.items()}}
+        snap["live_view"] = {"viewers": self.viewers, "encoded": self.preview.encoded, "fps": self.config.fps,
+                             "refused": self._httpd.refused,
+                             "latency": {cam: h.summary_ms() for cam, h in list(self.view_latency.items())}}
         return snap
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
+    @contextlib.contextmanager
+    def watching(self, camera: str) -> Iterator[None]:
+        """A stream viewer of `camera` while inside."""
+        self.preview.watch(camera)
+        with self._viewers_lock:
+            self.viewers += 1
+        try:
+            yield
+        finally:
+            with self._viewers_lock:
+                self.viewers -= 1
+            self.preview.unwatch(camera)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args) -> None:  # noqa: A002
-                log.debug("%s %s", self.address_string(), format % args)
-
-            def _authorised(self, query: dict) -> bool:
-                token = server.config.token
-                if not token:
-                    return True
-                given = self.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-                given = given or (query.get("token") or [""])[0]
-                if not given:
-                    cookie = SimpleCookie(self.headers.get("Cookie", ""))
-                    given = cookie[COOKIE].value if COOKIE in cookie else ""
-                return hmac.compare_digest(given.encode(), token.encode())
-
-            def _send(self, status: int, body: bytes, content_type: str, headers: dict | None = None) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.send_header("Cache-Control", "no-store")
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self) -> None:  # noqa: N802
-                url = urllib.parse.urlsplit(self.path)
-                query = urllib.parse.parse_qs(url.query)
-                if not self._authorised(query):
-                    self._send(401, b"a token is needed\n", "text/plain", {"WWW-Authenticate": "Bearer"})
-                    return
-                path = url.path
-                if path == "/":
-                    headers = {}
-                    if server.config.token and query.get("token"):
-                        headers["Set-Cookie"] = f"{COOKIE}={query['token'][0]}; HttpOnly; SameSite=Strict; Path=/"
-                    self._send(200, PAGE.encode(), "text/html; charset=utf-8", headers)
-                elif path == "/api/cameras":
-                    self._send(200, json.dumps(server.api_snapshot()).encode(), "application/json")
-                elif path == "/metrics":
-                    self._send(200, generate_latest(server.registry), "text/plain; version=0.0.4")
-                elif path.startswith("/stream/"):
-                    self._stream(urllib.parse.unquote(path[len("/stream/"):]))
-                elif path.startswith("/frame/") and path.endswith(".jpg"):
-                    self._frame(urllib.parse.unquote(path[len("/frame/"):-4]))
-                else:
-                    self._send(404, b"not found\n", "text/plain")
-
-            def _known(self, camera: str) -> bool:
-                if camera in server.snapshot()["cameras"]:
-                    return True
-                self._send(404, f"no camera {camera}\n".encode(), "text/plain")
-                return False
-
-            def _frame(self, camera: str) -> None:
-                if not self._known(camera):
-                    return
-                server.preview.watch(camera)
-                try:
-                    picture = server.preview.latest(camera, timeout=5.0)
-                finally:
-                    server.preview.unwatch(camera)
-                if picture is None:
-                    self._send(503, b"no picture yet\n", "text/plain")
-                    return
-                self._send(200, picture.jpeg, "image/jpeg", {"X-Capture-Time": f"{picture.captured:.6f}",
-                                                             "X-Seq": str(picture.seq)})
-
-            def _stream(self, camera: str) -> None:
-                """MJPEG: the newest picture whenever there is a new one, until the viewer goes."""
-                if not self._known(camera):
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "multipart/x-mixed-replace; boundary=frame")
-                self.send_header("Cache-Control", "no-store")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                server.preview.watch(camera)
-                server.viewers += 1
-                latency = server.view_latency.setdefault(camera, Histogram())
-                seq = -1
-                try:
-                    while not server._closing.is_set():
-                        picture = server.preview.latest(camera, seq, timeout=1.0)
-                        if picture is None:
-                            continue
-                        seq = picture.seq
-                        head = (f"--frame\r\nContent-Type: image/jpeg\r\nContent-Length: {len(picture.jpeg)}\r\n"
-                                f"X-Capture-Time: {picture.captured:.6f}\r\nX-Seq: {picture.seq}\r\n\r\n").encode()
-                        self.wfile.write(head + picture.jpeg + b"\r\n")
-                        self.wfile.flush()
-                        latency.record(max(0.0, time.time() - picture.captured))
-                except (BrokenPipeError, ConnectionResetError, TimeoutError):
-                    pass  # the viewer went away
-                finally:
-                    server.viewers -= 1
-                    server.preview.unwatch(camera)
-                self.close_connection = True
-
-        return Handler
+    def seen(self, camera: str, picture: Picture) -> None:
+        """A picture reached a viewer's socket: its age counts in the live view's latency."""
+        self.view_latency.setdefault(camera, Histogram()).record(max(0.0, time.time() - picture.captured))

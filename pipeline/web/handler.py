@@ -1,0 +1,159 @@
+"""One connection to the live view: its requests, routed to the page, the API, the
+metrics, a camera's stills or its MJPEG stream.
+
+A client that goes away mid-reply ends its connection with one debug line; an idle
+connection is closed after the server's idle timeout (the socket timeout, which also
+bounds a write to a viewer that stopped reading).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from prometheus_client import generate_latest
+
+from pipeline.errors import one_line
+from pipeline.redact import redact_data
+from pipeline.sinks.preview import Picture
+from pipeline.web.auth import authorised, is_token, set_cookie
+
+if TYPE_CHECKING:
+    from pipeline.web.server import WebServer
+
+log = logging.getLogger("pipeline.web")
+
+PAGE = (Path(__file__).parent / "page.html").read_text(encoding="utf-8").encode()
+GONE = (ConnectionError, TimeoutError)  # the client closed, reset or stopped reading
+
+
+def _int(values: list[str] | None, default: int) -> int:
+    try:
+        return int(values[0]) if values else default
+    except ValueError:
+        return default
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    @property
+    def app(self) -> WebServer:
+        return self.server.app  # type: ignore[attr-defined]
+
+    def setup(self) -> None:
+        self.timeout = self.app.IDLE_TIMEOUT_S
+        super().setup()
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except GONE as e:
+            log.debug("%s went away mid-reply: %s", self.address_string(), one_line(e))
+            self.close_connection = True
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002
+        log.debug("%s %s", self.address_string(), format % args)
+
+    def send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8",
+             headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        if status != 204:  # "no content" has no body by definition
+            self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # noqa: N802
+        url = urllib.parse.urlsplit(self.path)
+        query = urllib.parse.parse_qs(url.query)
+        token = (query.get("token") or [""])[0]
+        if not authorised(self.app.config.token, self.headers, token):
+            self.send(401, b"a token is needed\n", headers={"WWW-Authenticate": "Bearer"})
+            return
+        path = url.path
+        if path == "/":
+            self.page(token)
+        elif path == "/api/cameras":
+            self.send(200, json.dumps(redact_data(self.app.api_snapshot())).encode(), "application/json")
+        elif path == "/metrics":
+            self.send(200, generate_latest(self.app.registry), "text/plain; version=0.0.4")
+        elif path.startswith("/stream/"):
+            self.stream(urllib.parse.unquote(path[len("/stream/"):]))
+        elif path.startswith("/frame/") and path.endswith(".jpg"):
+            self.still(urllib.parse.unquote(path[len("/frame/"):-len(".jpg")]), _int(query.get("after"), -1))
+        else:
+            self.send(404, b"not found\n")
+
+    def page(self, token: str) -> None:
+        """The page; opened with the right `?token=`, it also gets the cookie its own requests use."""
+        configured = self.app.config.token
+        headers = {"Set-Cookie": set_cookie(configured)} if configured and is_token(token, configured) else {}
+        self.send(200, PAGE, "text/html; charset=utf-8", headers)
+
+    def known(self, camera: str) -> bool:
+        if camera in self.app.cameras():
+            return True
+        self.send(404, b"no such camera\n")
+        return False
+
+    def still(self, camera: str, after: int) -> None:
+        """The camera's newest picture (204 when it is still the one numbered `after`).
+        Asking keeps the camera watched for a while, so a viewer that asks at the live
+        rate gets fresh pictures; the first ask after nobody watched waits for one."""
+        if not self.known(camera):
+            return
+        preview = self.app.preview
+        current = preview.watch_for(camera, self.app.still_lease_s)
+        picture = preview.latest(camera, timeout=0)
+        if not current:
+            picture = preview.latest(camera, picture.seq if picture else -1, self.app.STILL_WAIT_S) or picture
+        if picture is None:
+            self.send(503, b"no picture yet\n", headers={"Retry-After": "1"})
+        elif picture.seq == after:
+            self.send(204, b"")
+        else:
+            self.send(200, picture.jpeg, "image/jpeg", {"X-Capture-Time": f"{picture.captured:.6f}",
+                                                        "X-Seq": str(picture.seq)})
+            self.app.seen(camera, picture)
+
+    def stream(self, camera: str) -> None:
+        """MJPEG: the newest picture whenever there is a new one, until the viewer goes."""
+        if not self.known(camera):
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "multipart/x-mixed-replace; boundary=frame")
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        with self.app.watching(camera):
+            try:
+                self._stream_pictures(camera)
+            except GONE as e:
+                log.debug("%s stopped watching %s: %s", self.address_string(), camera, one_line(e))
+
+    def _stream_pictures(self, camera: str) -> None:
+        seq = -1
+        while not self.app.closing.is_set():
+            picture = self.app.preview.latest(camera, seq, timeout=1.0)
+            if picture is None:
+                continue
+            seq = picture.seq
+            self.wfile.write(_part(picture))
+            self.wfile.flush()
+            self.app.seen(camera, picture)
+
+
+def _part(picture: Picture) -> bytes:
+    head = (f"--frame\r\nContent-Type: image/jpeg\r\nContent-Length: {len(picture.jpeg)}\r\n"
+            f"X-Capture-Time: {picture.captured:.6f}\r\nX-Seq: {picture.seq}\r\n\r\n").encode()
+    return head + picture.jpeg + b"\r\n"

@@ -1,0 +1,236 @@
+"""The live view's server under a careless or hostile client and at start-up: busy ports,
+close before start, restart on TIME-WAIT, the token and its cookie, clients that vanish,
+idle sockets and crowds. Real sockets on 127.0.0.1 throughout."""
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import subprocess
+import threading
+import time
+
+import pytest
+
+from pipeline.config.outputs import WebConfig
+from pipeline.errors import StartupError
+from pipeline.sinks.preview import Preview
+from pipeline.web.server import WebServer, exposure_warning
+from web_support import browser, get, live_config, raw, running  # noqa: F401  (a fixture)
+
+
+@pytest.fixture
+def preview():
+    p = Preview()
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def held_port():
+    """A port some other program listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s.getsockname()[1]
+
+
+def closed_in_time(server: WebServer) -> bool:
+    t = threading.Thread(target=server.close, daemon=True)
+    t.start()
+    t.join(10)
+    return not t.is_alive()
+
+
+# -- start-up and ports (18.6) ------------------------------------------------------------
+def test_a_busy_web_port_is_a_one_line_startup_error(held_port, preview):
+    with pytest.raises(StartupError) as e:
+        WebServer(WebConfig(port=held_port), dict, preview)
+    assert str(e.value) == f"outputs.web.port: port {held_port} on 127.0.0.1 is already in use"
+
+
+def test_a_busy_metrics_port_is_a_one_line_startup_error(held_port):
+    from pipeline.metrics.prometheus import PrometheusExporter
+
+    with pytest.raises(StartupError) as e:
+        PrometheusExporter(dict, held_port)
+    assert str(e.value) == f"metrics.prometheus_port: port {held_port} on 127.0.0.1 is already in use"
+
+
+def test_close_before_start_returns_at_once(preview):
+    server = WebServer(WebConfig(port=0), dict, preview)
+    assert closed_in_time(server)  # it waited forever for a serve loop that never ran
+    assert closed_in_time(server)  # and closing twice is fine
+
+
+def test_a_port_in_time_wait_after_a_stop_is_free_at_once(preview):
+    from pipeline.preflight import port_problem
+
+    server = WebServer(WebConfig(port=0), dict, preview)
+    server.start()
+    port = server.port
+    # the server closes this connection first, so its side of it waits in TIME-WAIT
+    assert raw(port, b"GET /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").startswith(b"HTTP/1.1 404")
+    server.close()
+    assert port_problem("outputs.web.port", port) is None  # the probe said "already in use" for a minute
+    again = WebServer(WebConfig(port=port), dict, preview)
+    again.start()
+    try:
+        assert raw(port, b"GET /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").startswith(b"HTTP/1.1 404")
+    finally:
+        again.close()
+
+
+def test_validate_catches_the_web_and_metrics_ports_busy_or_the_same(held_port, tmp_path, model_path, sample_path,
+                                                                      write_config):
+    from pipeline.config import load_config
+    from pipeline.preflight import port_problems
+
+    def problems(web_port: int, metrics_port: int | None) -> list[str]:
+        cfg = live_config(model_path, sample_path)
+        cfg["outputs"]["web"]["port"] = web_port
+        cfg["metrics"] = {"prometheus_port": metrics_port}
+        return port_problems(load_config(write_config(cfg)))
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    assert problems(free, None) == []
+    assert problems(held_port, None) == [f"outputs.web.port: port {held_port} on 127.0.0.1 is already in use"]
+    assert problems(free, held_port) == [f"metrics.prometheus_port: port {held_port} on 127.0.0.1 is already in use"]
+    same = problems(free, free)
+    assert len(same) == 1 and same[0].startswith(f"outputs.web.port: port {free} is also metrics.prometheus_port")
+
+
+def test_run_with_a_busy_metrics_port_and_the_web_on_exits_2_in_one_line(held_port, pipeline_cmd, model_path,
+                                                                        sample_path, write_config, tmp_path):
+    cfg = live_config(model_path, sample_path)
+    cfg["outputs"]["dir"] = str(tmp_path / "out")
+    cfg["metrics"] = {"prometheus_port": held_port}
+    try:  # it hung forever: closing the web server that never started waited for it
+        done = subprocess.run([*pipeline_cmd, "run", "--config", write_config(cfg), "--max-frames", "5"],
+                              capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the run hung")
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert errors == [f"error: metrics.prometheus_port: port {held_port} on 127.0.0.1 is already in use"]
+    assert "Traceback" not in done.stderr
+
+
+# -- abuse (18.8) -------------------------------------------------------------------------
+def test_listening_beyond_this_machine_without_a_token_is_warned_about():
+    assert exposure_warning(WebConfig(port=0, host="0.0.0.0"))
+    assert exposure_warning(WebConfig(port=0, host="192.168.1.10"))
+    assert exposure_warning(WebConfig(port=0, host="::"))
+    assert exposure_warning(WebConfig(port=0, host="0.0.0.0", token="s3cret")) is None
+    for host in ("127.0.0.1", "::1", "localhost"):
+        assert exposure_warning(WebConfig(port=0, host=host)) is None
+
+
+def test_a_loopback_server_starts_without_a_warning(preview, caplog):
+    server = WebServer(WebConfig(port=0), dict, preview)
+    with caplog.at_level(logging.WARNING, logger="pipeline.web"):
+        server.start()
+    server.close()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_the_cookie_carries_only_the_right_token_and_bearer_is_any_case(model_path, sample_path, running):
+    p = running(live_config(model_path, sample_path, token="s3cret"))
+    port = p.web.port
+    # a valid header plus a token parameter with a line break: the parameter was echoed into Set-Cookie
+    head = raw(port, b"GET /?token=x%0d%0aX-Injected:%20yes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\n"
+                     b"Connection: close\r\n\r\n").split(b"\r\n\r\n")[0]
+    assert head.startswith(b"HTTP/1.1 200") and b"X-Injected" not in head and b"Set-Cookie" not in head
+    status, _, headers = get(f"http://127.0.0.1:{port}/?token=s3cret")
+    assert status == 200 and headers["Set-Cookie"] == "pipeline_token=s3cret; HttpOnly; SameSite=Strict; Path=/"
+    for scheme in ("bearer", "BEARER", "Bearer"):
+        assert get(f"http://127.0.0.1:{port}/api/cameras", {"Authorization": f"{scheme} s3cret"})[0] == 200, scheme
+    assert get(f"http://127.0.0.1:{port}/api/cameras", {"Authorization": "Basic s3cret"})[0] == 401
+    assert get(f"http://127.0.0.1:{port}/api/cameras", {"Cookie": 'pipeline_token="bad'})[0] == 401
+
+
+def test_a_client_that_vanishes_mid_reply_is_one_debug_line(model_path, sample_path, running, caplog, capfd):
+    p = running(live_config(model_path, sample_path))
+    with caplog.at_level(logging.DEBUG, logger="pipeline.web"):
+        for path in (b"/frame/street.jpg", b"/stream/street"):
+            c = socket.create_connection(("127.0.0.1", p.web.port))
+            c.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            c.close()  # a reset, with the answer not yet sent
+        deadline = time.monotonic() + 30
+        while len([r for r in caplog.records if "went away" in r.getMessage()]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+    gone = [r for r in caplog.records if "went away" in r.getMessage()]
+    assert len(gone) == 2 and all(r.levelno == logging.DEBUG for r in gone)
+    assert not [r for r in caplog.records if r.name == "pipeline.web" and r.levelno >= logging.WARNING]
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_an_idle_connection_is_closed(preview, monkeypatch):
+    monkeypatch.setattr(WebServer, "IDLE_TIMEOUT_S", 1.0)
+    server = WebServer(WebConfig(port=0), dict, preview)
+    server.start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=20) as c:
+            assert c.recv(100) == b""  # closed by the server; it stayed open for ever
+    finally:
+        server.close()
+
+
+def test_connections_are_capped_and_the_excess_answered_503(model_path, sample_path, running, monkeypatch):
+    monkeypatch.setattr(WebServer, "MAX_CONNECTIONS", 4)
+    p = running(live_config(model_path, sample_path))
+    port = p.web.port
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=20) for _ in range(4)]
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # the four are taken once the server accepted them
+            answer = raw(port, b"")
+            if answer.startswith(b"HTTP/1.1 503") or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert answer.startswith(b"HTTP/1.1 503")
+        assert p.web.api_snapshot()["live_view"]["refused"] >= 1
+    finally:
+        for c in idle:
+            c.close()
+    deadline = time.monotonic() + 30
+    while get(f"http://127.0.0.1:{port}/api/cameras")[0] != 200 and time.monotonic() < deadline:
+        time.sleep(0.1)  # their slots come back as their threads see them closed
+    assert get(f"http://127.0.0.1:{port}/api/cameras")[0] == 200
+
+
+def test_the_listen_backlog_is_raised(preview):
+    server = WebServer(WebConfig(port=0), dict, preview)
+    server.start()
+    try:
+        listed = subprocess.run(["ss", "-ltnH", f"sport = :{server.port}"], capture_output=True, text=True).stdout
+    finally:
+        server.close()
+    backlog = int(listed.split()[2])  # Send-Q of a listening socket: its backlog
+    assert backlog >= 128
+
+
+def test_names_from_the_config_are_text_in_the_page(model_path, sample_path, running):
+    evil = '<img src=x onerror="document.title=`owned`">'
+    cfg = live_config(model_path, sample_path)
+    cfg["graph"][2]["analytics"]["cameras"]["campus"]["lines"][0]["name"] = evil
+    p = running(cfg)
+    d = browser()
+    try:
+        d.get(f"http://127.0.0.1:{p.web.port}/")
+        deadline = time.monotonic() + 30
+        text = ""
+        while evil not in text and time.monotonic() < deadline:
+            time.sleep(0.3)
+            text = d.execute_script("return [...document.querySelectorAll('.counts li')].map((e) => e.textContent)"
+                                    ".join(' ')")
+        time.sleep(0.5)  # an image that fails to load runs its onerror at once
+        title = d.title
+        images = d.execute_script("return document.querySelectorAll('.counts img').length")
+    finally:
+        d.quit()
+    assert evil in text  # shown as the literal name
+    assert images == 0 and title != "owned"  # never parsed as markup, never run

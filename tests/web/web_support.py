@@ -1,0 +1,83 @@
+"""What the live view's tests share: the two-camera config, a running pipeline (the
+`running` fixture: import it), plain HTTP and raw socket requests, and headless Chromium
+(Debian's, installed by .ci/run)."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import detector_model
+
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or \
+    "/usr/bin/chromedriver"
+
+
+def live_config(model_path, sample_path, **web) -> dict:
+    return {"sources": [{"id": "campus", "uri": sample_path("vtest.mp4"), "realtime": True, "loop": True},
+                        {"id": "street", "uri": sample_path("bikes.mp4"), "realtime": True, "loop": True}],
+            "models": {"det": detector_model(model_path, score_threshold=0.2)},
+            "graph": [{"detect": {"model": "det"}}, "track",
+                      {"analytics": {"cameras": {"campus": {
+                          "lines": [{"name": "path", "points": [[0, 300], [767, 250]], "classes": ["person"]}],
+                          "zones": [{"name": "lawn", "polygon": [[0, 330], [767, 280], [767, 575], [0, 575]]}]}}}},
+                      "annotate"],
+            "outputs": {"web": {"port": 0, **web}}}
+
+
+@pytest.fixture
+def running(tmp_path, write_config):
+    """Start a pipeline from a config dict; stopped and closed after the test."""
+    from pipeline.config import load_config
+    from pipeline.graph import Pipeline
+
+    started = []
+
+    def start(cfg: dict) -> Pipeline:
+        cfg["outputs"]["dir"] = str(tmp_path / "out")
+        p = Pipeline(load_config(write_config(cfg)))
+        p.start()
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.stop(abort=True)
+        p.close(timeout=10)
+
+
+def get(url: str, headers: dict | None = None) -> tuple[int, bytes, dict]:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=10) as r:
+            return r.status, r.read(), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read(), dict(e.headers)
+
+
+def raw(port: int, request: bytes, timeout: float = 20) -> bytes:
+    """Send `request` as it is and read the answer until the server closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as c:
+        c.sendall(request)
+        data = b""
+        while chunk := c.recv(65536):
+            data += chunk
+        return data
+
+
+def browser(width: int = 1320, height: int = 820):
+    if os.environ.get("CI", "").lower() not in ("1", "true", "yes") and not os.path.exists(CHROMEDRIVER):
+        pytest.skip("Chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                f"--window-size={width},{height}"):
+        opts.add_argument(arg)
+    opts.binary_location = CHROMIUM
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
