@@ -101,7 +101,8 @@ class TrackSpec(StageSpec):
     new_track_threshold: float = option(0.5, check=within(0, 1), doc="an unmatched detection starts a track from here")
     match_iou: float = option(0.2, check=within(0, 1), doc="IoU needed to match a high-score detection")
     low_match_iou: float = option(0.5, check=within(0, 1), doc="IoU needed to match a low-score detection")
-    max_age: int = option(30, check=positive, doc="frames a lost track is kept for re-identification")
+    max_age: int = option(30, check=positive, doc="updates (the frames the camera passes on: with `stride` N, every "
+                                                  "Nth) a lost track is kept for re-identification")
     class_aware: bool = option(True, doc="match only detections of the track's class")
 
 
@@ -188,7 +189,7 @@ class AnalyticsSpec(StageSpec):
     about: ClassVar[str] = "line crossings (in/out per class) and zones (enter/exit, inside)"
 
     cameras: dict[str, CameraAnalyticsSpec] = option(factory=dict, doc="per camera id: its lines and zones")
-    forget_after: int = internal(30)  # the tracker's max_age: a track unseen longer is gone
+    forget_after: int = internal(30)  # the tracker's max_age, in updates: a track unseen longer is gone
 
     def check(self, ctx: GraphContext, r: Reader) -> None:
         _needs_tracker(r, ctx, self.path)
