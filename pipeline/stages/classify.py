@@ -31,7 +31,8 @@ from pipeline.stages.crops import CropPolicy
 from pipeline.stages.inference import InferenceStage
 
 
-FORGET_AFTER = 300  # frames after which a vanished track's label state is dropped
+FORGET_AFTER = 300  # updates of its camera after which a vanished track's label state is dropped
+FORGET_CHECK_EVERY = 30  # updates of a camera between two looks for vanished tracks
 
 
 @dataclass
@@ -47,7 +48,7 @@ class _TrackLabel:
     votes: dict[int, float] = field(default_factory=lambda: defaultdict(float))
     last_seq: int = -10**9
     last_area: float = 0.0
-    seen: int = 0  # the last frame the track was on
+    seen: int = 0  # the camera's update the track was last on
     inflight: int = 0  # crops of this track submitted and not yet labelled
     waiting: list[tuple[_Pending, int]] = field(default_factory=list)  # rows waiting for those
 
@@ -56,10 +57,25 @@ class _TrackLabel:
         return cls, self.votes[cls] / sum(self.votes.values())
 
 
-def forget_stale(tracks: dict[int, _TrackLabel], seq: int) -> None:
+@dataclass
+class _CameraTracks:
+    """One camera's per-track label state.
+
+    Time is counted in updates (the frames of this camera that reach the stage), the
+    tracker's unit: with `stride` or `max_fps` a camera's `seq` advances by several frames
+    per update, so a window or a cadence in `seq` would be checked on only some frames,
+    or never, and a camera that runs for months would keep every track it ever saw.
+    """
+
+    tracks: dict[int, _TrackLabel] = field(default_factory=dict)
+    updates: int = 0
+
+
+def forget_stale(tracks: dict[int, _TrackLabel], update: int) -> None:
     """Drop the labels of tracks gone for a while (a live camera runs for months), unless
     a crop of theirs is still in flight."""
-    for tid in [t for t, st in tracks.items() if seq - st.seen > FORGET_AFTER and not st.inflight and not st.waiting]:
+    for tid in [t for t, st in tracks.items()
+                if update - st.seen > FORGET_AFTER and not st.inflight and not st.waiting]:
         del tracks[tid]
 
 
@@ -79,7 +95,7 @@ class ClassifyStage(InferenceStage):
         self._inputs: list = []  # crops preprocessed for the next batch
         self._refs: list[tuple[_Pending, int, _TrackLabel | None]] = []  # (frame, row, its track's label)
         self._first_crop_at = 0.0
-        self._tracks: dict[str, dict[int, _TrackLabel]] = defaultdict(dict)
+        self._cameras: dict[str, _CameraTracks] = defaultdict(_CameraTracks)
         self._lock = threading.Lock()
         self.counters = metrics.stages[self.name].counters
         engine.on_free(self._worker_freed)
@@ -119,7 +135,7 @@ class ClassifyStage(InferenceStage):
                 continue
             if isinstance(item, EndOfStream):
                 self._flush()
-                self._tracks.pop(item.camera, None)
+                self._cameras.pop(item.camera, None)
                 self.pass_through(item)
                 continue
             self._take(item)
@@ -130,6 +146,8 @@ class ClassifyStage(InferenceStage):
         t0 = time.perf_counter()
         frame.stamps[self.name] = t0
         pending = _Pending(frame, 1)  # the 1 is this method's hold: released at the end
+        if self.per_track:
+            self._count_update(frame.camera)
         try:
             det = frame.detections
             rows = self.crops.rows(det)
@@ -161,6 +179,15 @@ class ClassifyStage(InferenceStage):
             self.pass_through(frame)
         self.metrics.stage_busy(self.name, time.perf_counter() - t0)
 
+    def _count_update(self, camera: str) -> None:
+        """One more update of the camera; every `FORGET_CHECK_EVERY`, its vanished tracks
+        are forgotten, whether or not this frame has anything to classify."""
+        cam = self._cameras[camera]
+        cam.updates += 1
+        if cam.updates % FORGET_CHECK_EVERY == 0:
+            with self._lock:
+                forget_stale(cam.tracks, cam.updates)
+
     def _release(self, pending: _Pending) -> bool:
         """One awaited label (or the hold) is done; True when the frame has all it waits for."""
         with self._lock:
@@ -177,10 +204,7 @@ class ClassifyStage(InferenceStage):
         det = frame.detections
         if not self.per_track or det is None or det.track_id is None:
             return [(int(r), None) for r in rows]
-        tracks = self._tracks[frame.camera]
-        if frame.seq % FORGET_AFTER == 0:
-            with self._lock:
-                forget_stale(tracks, frame.seq)
+        cam = self._cameras[frame.camera]
         attr = det.attributes[self.name]
         chosen = []
         for r in rows:
@@ -190,8 +214,8 @@ class ClassifyStage(InferenceStage):
             x1, y1, x2, y2 = det.xyxy[r]
             area = float((x2 - x1) * (y2 - y1))
             with self._lock:
-                state = tracks.setdefault(tid, _TrackLabel())
-                state.seen = frame.seq
+                state = cam.tracks.setdefault(tid, _TrackLabel())
+                state.seen = cam.updates
                 due = ((not state.votes and not state.inflight) or frame.seq - state.last_seq >= self.reclassify_interval
                        or area > self.regrow * max(state.last_area, 1.0))
                 if due:

@@ -10,7 +10,7 @@ from pipeline.engines.batching import BatchPolicy
 from pipeline.frames import ClassNames, Detections, EndOfStream, Frame
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.stage import RunControl
-from pipeline.stages.classify import FORGET_AFTER, ClassifyStage, _TrackLabel, forget_stale
+from pipeline.stages.classify import FORGET_AFTER, FORGET_CHECK_EVERY, ClassifyStage, _TrackLabel, forget_stale
 
 DETECTOR = ClassNames(["car", "person"])
 LABELS = ["dark", "grey", "light"]
@@ -27,11 +27,16 @@ def by_brightness(batch: np.ndarray) -> list[np.ndarray]:
     return [np.eye(3, dtype=np.float32)[cls] * 10]
 
 
-def frame(seq: int, shade: int, track: int = 1) -> Frame:
+def frame(seq: int, shade: int, track: int | None = 1, order: int | None = None) -> Frame:
+    """A frame with one tracked detection (`track`), or with none (`track=None`)."""
     image = np.full((100, 100, 3), shade, np.uint8)
-    det = Detections(np.array([[10, 10, 60, 60]], np.float32), np.array([0.9], np.float32), np.array([0]),
-                     names=DETECTOR, track_id=np.array([track]))
-    return Frame("cam", seq, seq, None, image, time.perf_counter(), order=seq, detections=det)
+    det = Detections.empty(DETECTOR)
+    det.track_id = np.zeros((0,), np.int64)
+    if track is not None:
+        det = Detections(np.array([[10, 10, 60, 60]], np.float32), np.array([0.9], np.float32), np.array([0]),
+                         names=DETECTOR, track_id=np.array([track]))
+    return Frame("cam", seq, seq, None, image, time.perf_counter(), order=seq if order is None else order,
+                 detections=det)
 
 
 def run(stage: ClassifyStage, items: list) -> list:
@@ -64,6 +69,42 @@ def test_frames_wait_for_their_tracks_first_label_and_share_it():
         attr = f.detections.attributes["shade"]
         assert attr.names(int(attr.class_id[0])) == "light"
     assert metrics.stages["shade"].counters["calls_saved"] == 5
+
+
+def feed(stage: ClassifyStage, out: list, items: list) -> None:
+    """Hands the items to the started stage and waits until all of them have left it."""
+    expected = len(out) + len(items)
+    for item in items:
+        stage.accept(item)
+    deadline = time.monotonic() + 20
+    while len(out) < expected and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(out) == expected
+
+
+def test_vanished_tracks_are_forgotten_after_forget_after_updates_with_a_stride():
+    """With `stride: 7`, `seq` advances by 7 per update. Track 1 passes, then the scene is
+    empty (nothing to classify) for longer than FORGET_AFTER updates plus one check's
+    cadence: its label state must be gone once track 2 arrives. Track 3, last seen 100
+    updates (700 frames) ago, is within the window of FORGET_AFTER updates and kept."""
+    engine = FakeEngine(by_brightness, (3, 8, 8))
+    spec = ClassifySpec(model="shade", name="shade", per_track=True, reclassify_interval=100, min_size=1)
+    stage = ClassifyStage(spec, classifier(), engine, BatchPolicy.of(classifier().batching), DETECTOR, Metrics(),
+                          RunControl(), 16)
+    out: list = []
+    stage.emit = out.append
+    stage.start()
+    stride = 7
+    plan = [1] * 5 + [None] * (FORGET_AFTER + FORGET_CHECK_EVERY - 100) + [3] + [None] * 100 + [2] * 5
+    frames = [frame(k * stride, 240, track, order=k) for k, track in enumerate(plan)]
+    try:
+        feed(stage, out, frames[:5])  # track 1's label has come back: nothing of it is in flight
+        feed(stage, out, frames[5:])
+        assert sorted(stage._cameras["cam"].tracks) == [2, 3]
+        assert [f.seq for f in out] == [f.seq for f in frames]
+    finally:
+        stage.control.abort.set()
+        stage.close()
 
 
 def test_two_classifiers_keep_separate_labels_on_the_same_detection():
