@@ -1,11 +1,13 @@
-"""`pipeline run | validate | models | bench` (also `python -m pipeline`).
+"""`pipeline run | validate | cluster | models | bench` (also `python -m pipeline`).
 
-Exit status: 0 done, 1 a run whose cameras all failed or whose outputs could not all be
-written, 2 bad configuration, model or output (every problem listed, nothing started),
-130 interrupted by a signal (outputs finalised).
+Exit status (`pipeline.runloop`): 0 done, 1 a run whose cameras all failed, whose
+outputs could not all be written or that lost an event, 2 bad configuration, model or
+output, or a start-up failure (every problem listed on its own `error:` line, nothing
+started), 130 interrupted by a signal (outputs finalised).
 
-Only the standard library is imported at module level: a Ctrl-C while the heavy
-libraries load or models open ends the command at once, quietly, with status 130.
+Only the standard library and the small run loop module are imported at module level: a
+Ctrl-C while the heavy libraries load or models open ends the command at once, quietly,
+with status 130.
 """
 from __future__ import annotations
 
@@ -15,9 +17,8 @@ import logging
 import os
 import signal
 import sys
-import time
 
-INTERRUPTED = 130
+from pipeline.runloop import BAD_INPUT, INTERRUPTED
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -37,9 +38,11 @@ def _quit_on_signal(signum: int, _frame) -> None:
 
 
 def _problems(problems: list[str]) -> int:
+    from pipeline.redact import redact
+
     for p in problems:
-        print(f"error: {p}", file=sys.stderr)
-    return 2
+        print(f"error: {redact(p)}", file=sys.stderr)
+    return BAD_INPUT
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -47,11 +50,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     the metrics port; nothing is written."""
     from pipeline.config import ConfigError
     from pipeline.preflight import check
+    from pipeline.redact import register_config
 
     try:
         checked = check(args.config, for_run=False)
     except ConfigError as e:
         return _problems(e.problems)
+    register_config(checked.config)
     if checked.problems:
         return _problems(checked.problems)
     c = checked.config
@@ -60,93 +65,59 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_problems(args: argparse.Namespace) -> list[str]:
+    problems = []
+    if args.max_frames is not None and args.max_frames < 1:
+        problems.append(f"--max-frames: must be >= 1, got {args.max_frames}")
+    if args.cameras is not None and not [c for c in args.cameras.split(",") if c]:
+        problems.append("--cameras: expected camera ids separated by commas")
+    if args.host_timeout is not None and args.host_timeout <= 0:
+        problems.append(f"--host-timeout: must be > 0 seconds, got {args.host_timeout:g}")
+    return problems
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    """Check everything, hold the output folder, build the graph (one process, or hosts on
+    a Ray cluster) and run it in the one run loop."""
     from pipeline.config import ConfigError
     from pipeline.engines.session import ModelError
-    from pipeline.graph import Pipeline
-    from pipeline.metrics.report import progress_line, summary_table
+    from pipeline.errors import StartupError
     from pipeline.preflight import check
+    from pipeline.redact import register_config
+    from pipeline.runloop import OutputLock, RunOptions, run
 
-    if args.max_frames is not None and args.max_frames < 1:
-        return _problems([f"--max-frames: must be >= 1, got {args.max_frames}"])
+    problems = _run_problems(args)
+    if problems:
+        return _problems(problems)
     cameras = [c for c in args.cameras.split(",") if c] if args.cameras is not None else None
-    if cameras is not None and not cameras:
-        return _problems(["--cameras: expected camera ids separated by commas"])
     try:
         checked = check(args.config, args.output, args.report, cameras, for_run=True, cluster=bool(args.cluster))
+        register_config(checked.config)
         if checked.problems:
             return _problems(checked.problems)
         config = checked.config
-        if args.cluster:
-            from pipeline.cluster.ray_run import run_cluster
-
-            checked.close()  # the hosts open their own sessions
-            return run_cluster(config, args.cluster, args.max_frames, args.hosts, args.cpus_per_host,
-                               config.metrics.report)
-        pipeline = Pipeline(config, max_frames=args.max_frames, sessions=checked.sessions)
+        options = RunOptions(report=config.metrics.report, progress=sys.stderr.isatty() and not args.quiet,
+                             log_interval_s=config.metrics.log_interval_s,
+                             prometheus_port=None if args.cluster else config.metrics.prometheus_port)
+        with OutputLock(config.outputs.dir):
+            return run(_runner(args, config, checked), options)
     except ConfigError as e:
         return _problems(e.problems)
-    except ModelError as e:
+    except (ModelError, StartupError) as e:
         return _problems([str(e)])
-    log = logging.getLogger("pipeline")
-    exporter = None
-    if config.metrics.prometheus_port is not None:
-        from pipeline.metrics.prometheus import PrometheusExporter
 
-        try:
-            exporter = PrometheusExporter(pipeline.snapshot, config.metrics.prometheus_port)
-        except OSError as e:
-            pipeline.close()
-            return _problems([f"metrics.prometheus_port: cannot serve on port {config.metrics.prometheus_port}: "
-                              f"{e.strerror or e}"])
-        log.info("metrics on http://127.0.0.1:%d/metrics", exporter.port)
-    signals: list[int] = []
 
-    def on_signal(signum: int, _frame) -> None:
-        signals.append(signum)
-        if len(signals) == 1:
-            log.warning("%s: stopping the cameras and draining (again to abort faster)", signal.Signals(signum).name)
-            pipeline.stop()
-        else:
-            log.warning("%s again: aborting, finalising the output files now", signal.Signals(signum).name)
-            pipeline.stop(abort=True)
+def _runner(args: argparse.Namespace, config, checked):
+    """The graph to run: a `Pipeline` here, or a `ClusterRun` of hosts on Ray."""
+    if args.cluster:
+        from pipeline.cluster.ray_run import ClusterOptions, ClusterRun
 
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, on_signal)
-    tty = sys.stderr.isatty() and not args.quiet
-    pipeline.start()
-    last_log = time.monotonic()
-    try:
-        while not pipeline.wait(0.5):
-            snap = pipeline.snapshot()
-            if tty:
-                print("\r\x1b[2K" + progress_line(snap)[:200], end="", file=sys.stderr, flush=True)
-            elif time.monotonic() - last_log >= config.metrics.log_interval_s:
-                log.info(progress_line(snap))
-                last_log = time.monotonic()
-    finally:
-        if tty:
-            print(file=sys.stderr)
-        pipeline.close(timeout=5.0 if len(signals) > 1 else 30.0)
-    for s in (signal.SIGINT, signal.SIGTERM):  # the files are final: a late Ctrl-C changes nothing now
-        signal.signal(s, signal.SIG_IGN)
-    snap = pipeline.snapshot()
-    if exporter is not None:
-        exporter.close()
-    print(summary_table(snap))
-    if config.metrics.report:
-        try:
-            with open(config.metrics.report, "w") as f:
-                json.dump(snap, f, indent=2)
-            log.info("report written to %s", config.metrics.report)
-        except OSError as e:
-            log.error("metrics.report: could not write %s: %s", config.metrics.report, e.strerror or e)
-    if signals:
-        return INTERRUPTED
-    cams = snap["cameras"].values()
-    if pipeline.outputs_failed:
-        return 1
-    return 1 if cams and all(c["state"] == "failed" for c in cams) else 0
+        checked.close()  # the hosts open their own sessions
+        return ClusterRun(config, ClusterOptions(args.cluster, args.hosts, args.cpus_per_host, args.max_frames,
+                                                 args.host_timeout or 5.0))
+    from pipeline.graph import Pipeline
+
+    return Pipeline(config, max_frames=args.max_frames, sessions=checked.sessions)
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
@@ -157,6 +128,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     from pipeline.cluster.ray_run import cluster_command
     from pipeline.config import SourceConfig
     from pipeline.config.schema import Reader
+    from pipeline.errors import StartupError
 
     if args.action == "add":
         if not args.source:
@@ -173,7 +145,10 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         args.source = source
     elif args.action == "remove" and not args.camera:
         return _problems(["remove: which camera? pipeline cluster remove CAMERA"])
-    return cluster_command(args)
+    try:
+        return cluster_command(args)
+    except StartupError as e:  # no Ray cluster to reach
+        return _problems([str(e)])
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -181,12 +156,17 @@ def cmd_models(args: argparse.Namespace) -> int:
 
     from pipeline import catalog
 
+    if args.action in ("inspect", "optimize"):
+        from pipeline.modelfile import commands
+
+        return commands.inspect_command(args) if args.action == "inspect" else commands.optimize_command(args)
     dest = Path(args.dest) if args.dest else catalog.MODELS_DIR
     if args.action == "list":
         for e in catalog.MODELS:
             present = (dest / e.file).is_file()
+            variants = [v.name for v in catalog.VARIANTS if v.derived_from == e.name]
             print(f"{e.name:<22}{'present' if present else 'missing':<9}{e.file:<28}{e.about}")
-            print(f"{'':<22}source: {e.source}")
+            print(f"{'':<22}source: {e.source}" + (f"; variants built by fetch: {', '.join(variants)}" if variants else ""))
         return 0
     fetcher = catalog.Fetcher(dest=dest)
     if args.no_mirror:
@@ -222,6 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--hosts", type=int, help="with --cluster: pipeline hosts to start (default: one per GPU, "
                                                "else one per --cpus-per-host CPUs)")
     run.add_argument("--cpus-per-host", type=int, default=1, help="with --cluster: CPUs each host takes")
+    run.add_argument("--host-timeout", type=float, metavar="SECONDS",
+                     help="with --cluster: a host silent this long is lost: killed, its cameras moved (default 5)")
     run.set_defaults(func=cmd_run)
     cluster = sub.add_parser("cluster", help="add, remove or show cameras of a running `run --cluster`")
     cluster.add_argument("action", choices=["add", "remove", "status"])
@@ -232,18 +214,40 @@ def build_parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="check a config without running it")
     val.add_argument("--config", required=True)
     val.set_defaults(func=cmd_validate)
-    models = sub.add_parser("models", help="list or fetch the catalogued models and sample clips")
-    models.add_argument("action", choices=["list", "fetch"])
-    models.add_argument("names", nargs="*", help="catalogued models to fetch (default: all, and the sample clips)")
-    models.add_argument("--no-samples", action="store_true", help="fetch models only")
-    models.add_argument("--dest", help="models folder (default: models/ of the project)")
-    models.add_argument("--mirror", action="append", help="a folder holding catalogued files (first choice)")
-    models.add_argument("--no-mirror", action="store_true", help="ignore $PIPELINE_MODEL_MIRROR and ../shared")
-    models.add_argument("--url-base", help="fetch public files from here instead of their hosts (a local mirror)")
+    models = sub.add_parser("models", help="list, fetch, inspect or optimize models")
     models.set_defaults(func=cmd_models)
+    actions = models.add_subparsers(dest="action", required=True)
+    listing = actions.add_parser("list", help="the catalogued models and their sources")
+    listing.add_argument("--dest", help="models folder (default: models/ of the project)")
+    fetch = actions.add_parser("fetch", help="fetch catalogued models (and variants such as yolox_nano.int8) and clips")
+    fetch.add_argument("names", nargs="*", help="catalogued models to fetch (default: all, and the sample clips)")
+    fetch.add_argument("--no-samples", action="store_true", help="fetch models only")
+    fetch.add_argument("--dest", help="models folder (default: models/ of the project)")
+    fetch.add_argument("--mirror", action="append", help="a folder holding catalogued files (first choice)")
+    fetch.add_argument("--no-mirror", action="store_true", help="ignore $PIPELINE_MODEL_MIRROR and ../shared")
+    fetch.add_argument("--url-base", help="fetch public files from here instead of their hosts (a local mirror)")
+    inspect = actions.add_parser("inspect", help="what an ONNX file says: inputs, outputs, metadata, layout, a "
+                                                 "model block for the config")
+    inspect.add_argument("path", help="the ONNX file")
+    inspect.add_argument("--picture", help="an image or video whose first frame checks the layout (default: the "
+                                           "sample clip vtest.mp4, else a test card)")
+    optimize = actions.add_parser("optimize", help="an fp16 or int8 variant, written only if it agrees")
+    optimize.add_argument("path", help="the ONNX file")
+    precision = optimize.add_mutually_exclusive_group(required=True)
+    precision.add_argument("--fp16", action="store_true", help="float16 weights and compute (GPUs); fp32 in and out")
+    precision.add_argument("--int8", action="store_true", help="static QDQ int8, per-channel (CPUs)")
+    optimize.add_argument("--calibrate", nargs="+", required=True, metavar="CLIP",
+                          help="clips sampled evenly: every other frame calibrates int8, the rest measure agreement")
+    optimize.add_argument("--out", help="the variant's file (default: PATH with .fp16.onnx or .int8.onnx)")
+    optimize.add_argument("--min-agreement", type=float, default=0.95,
+                          help="write nothing below this (detectors: F1 at IoU 0.5, same class; classifiers: top-1)")
+    optimize.add_argument("--frames", type=int, default=128, help="frames sampled across the clips")
+    optimize.add_argument("--threads", type=int, help="intra-op threads when timing (default: every core)")
+    optimize.add_argument("--config", help="take the model's settings from this config (default: from the file)")
+    optimize.add_argument("--model", help="with --config: the model's name under `models`")
     bench = sub.add_parser("bench", help="sync baseline vs pipeline vs the machine's limit")
     bench.add_argument("--config", required=True)
-    bench.add_argument("--cameras", type=int, default=4)
+    bench.add_argument("--camera-count", type=int, default=4, help="cameras: the config's sources repeated to N")
     bench.add_argument("--frames", type=int, default=200, help="frames per camera")
     bench.add_argument("--out", default="bench")
     bench.add_argument("--live", action="store_true", help="add the paced overload case (latency under load)")

@@ -177,10 +177,15 @@ Item = Frame | EndOfStream
 
 @dataclass(frozen=True)
 class Resume:
-    """Where a camera picks up when it restarts elsewhere (another process or machine):
-    its first frame to process, the video segment to write next, and whether its JSON
-    lines continue an existing file."""
+    """Where a camera picks up when it restarts elsewhere (another process or machine) or
+    returns under an id that ran before: frames of its file processed elsewhere (skipped),
+    the first `seq` it numbers and where its timeline continues (a live camera, a returning
+    id), the video segment to write next, whether its JSON lines continue an existing file,
+    and the lease its writers hold (`epoch`, 0: unfenced; see `sinks.outputs.Lease`)."""
 
     start_at: int = 0
+    seq: int = 0
+    time_s: float = 0.0
     segment: int = 0
     append: bool = False
+    epoch: int = 0

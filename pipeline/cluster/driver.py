@@ -14,18 +14,25 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from pipeline.cluster.placement import CameraLoad, CostModel, Host, place
 from pipeline.cluster.resume import resume_point
+from pipeline.cluster.status import HostStatus
 from pipeline.config import Config, SourceConfig, is_url
 from pipeline.frames import Resume
 from pipeline.metrics.histogram import Histogram
+from pipeline.metrics.registry import CameraState
+from pipeline.sinks.outputs import Lease
 
 log = logging.getLogger("pipeline.cluster")
 
-DONE_STATES = ("ended", "failed")
+Call = Callable[[list, float], list]  # remote calls [(host, method, args)], timeout -> [(host, result or error)]
+
+
+class HostGone(Exception):
+    """The host's actor is dead (the call layer recognises its runtime's errors)."""
 
 
 @dataclass
@@ -37,21 +44,19 @@ class HostState:
     node: str = ""
     alive: bool = True
     cameras: set[str] = field(default_factory=set)
-    status: dict = field(default_factory=dict)
-    missed: int = 0                  # polls without an answer in a row
+    status: HostStatus | None = None
+    answered: float = field(default_factory=time.monotonic)  # its last status answer
 
 
 @dataclass
-class CameraState:
+class CameraRun:
     source: SourceConfig
     load: CameraLoad
     host: str | None = None
     done: bool = False
     moves: int = 0                   # times it was moved after its host died
     final: dict | None = None        # its last counters from a host that died
-    carried: int = 0                 # frames its outputs held when it moved (written before)
-
-
+    carried: int = 0                 # frames its outputs held when it (re)started, not counted by its host
 def camera_load(source: SourceConfig) -> CameraLoad:
     """A camera's frame rate and size: read from a file; a live camera is assumed 1080p at
     15 fps (or its `max_fps`)."""
@@ -73,53 +78,69 @@ def camera_load(source: SourceConfig) -> CameraLoad:
 
 class ClusterDriver:
     """Runs a config's cameras on `hosts` (already started handles) until every file camera
-    has ended and no live camera is left, or until `stop()`."""
+    has ended and no live camera is left, or until `stop()`. A host that does not answer
+    for `host_timeout_s` (hung, cut off) or whose actor died is lost: it is killed, its
+    cameras' writers are fenced (`Lease`), and its cameras move to the survivors."""
 
-    def __init__(self, config: Config, hosts: list[HostState], call: Callable[[list], list],
-                 cost: CostModel | None = None, poll_s: float = 1.0, missed_polls_dead: int = 5):
+    def __init__(self, config: Config, hosts: list[HostState], call: Call, kill: Callable[[HostState], None],
+                 cost: CostModel | None = None, poll_s: float = 1.0, host_timeout_s: float = 5.0):
         self.config = config
         self.hosts = {h.name: h for h in hosts}
-        self.call = call  # resolves a list of remote calls: [(host, result or exception)]
+        self.call = call
+        self.kill = kill
         self.cost = cost or CostModel()
         self.poll_s = poll_s
-        self.missed_polls_dead = missed_polls_dead
-        self.cameras: dict[str, CameraState] = {}
-        self.events: list[str] = []
+        self.host_timeout_s = host_timeout_s
+        self.cameras: dict[str, CameraRun] = {}
+        self.incidents: list[str] = []
         self.work_s = 0.0  # the driver's own time spent in polls, merges and placements
         self.polls = 0
+        self.started = time.monotonic()
+        self.finished_at: float | None = None
 
     # -- placing ------------------------------------------------------------------------------
-    def _alive(self) -> list[HostState]:
+    def alive(self) -> list[HostState]:
         return [h for h in self.hosts.values() if h.alive]
 
+    def _running(self, host: HostState) -> dict[str, float]:
+        """The costs of the host's cameras still running: the ones that ended take nothing."""
+        return {c: self.cameras[c].load.cost(self.cost, host.gpu) for c in host.cameras
+                if c in self.cameras and not self.cameras[c].done}
+
     def start(self) -> None:
-        self.add([s for s in self.config.sources])
+        self.started = time.monotonic()
+        self.add(list(self.config.sources))
 
     def add(self, sources: list[SourceConfig], resumes: dict[str, Resume] | None = None) -> None:
-        """Place cameras on the living hosts, by cost, and start them there."""
+        """Place cameras on the living hosts, by cost, and start them there, each under a
+        new lease of its outputs. An id that ran before continues its numbering and files."""
         t0 = time.perf_counter()
-        alive = self._alive()
+        alive = self.alive()
         if not alive:
             raise RuntimeError("no pipeline host is alive to take cameras")
         for s in sources:
-            if s.id in self.cameras and not self.cameras[s.id].done and self.cameras[s.id].host:
-                raise ValueError(f"camera {s.id} is already running on {self.cameras[s.id].host}")
-        states = {s.id: CameraState(s, camera_load(s)) for s in sources}
-        views = [Host(h.name, h.capacity, h.gpu, {c: self.cameras[c].load.cost(self.cost, h.gpu)
-                                                   for c in h.cameras if c in self.cameras}) for h in alive]
-        placed = place([st.load for st in states.values()], views, self.cost)
+            st = self.cameras.get(s.id)
+            if st is not None and not st.done and st.host:
+                raise ValueError(f"camera {s.id} is already running on {st.host}")
+        resumes = dict(resumes or {})
+        for s in sources:
+            if s.id in self.cameras and s.id not in resumes:  # returns: nothing it wrote is overwritten
+                resumes[s.id], self.cameras[s.id].carried = resume_point(self.config.outputs, s.id, False)
+        states = {s.id: CameraRun(s, camera_load(s)) for s in sources}
+        views = [Host(h.name, h.capacity, h.gpu, self._running(h)) for h in alive]
         calls = []
-        for cam, host_name in placed.items():
-            st = states[cam]
-            previous = self.cameras.get(cam)
+        for cam, host_name in place([st.load for st in states.values()], views, self.cost).items():
+            st, previous, host = states[cam], self.cameras.get(cam), self.hosts[host_name]
             if previous is not None:
                 st.moves, st.final, st.carried = previous.moves, previous.final, previous.carried
+                if host.status is not None:  # its counters there go on from its earlier run on that host
+                    st.carried -= host.status.cameras.get(cam, {}).get("processed", 0)
             st.host = host_name
             self.cameras[cam] = st
-            self.hosts[host_name].cameras.add(cam)
-            resume = (resumes or {}).get(cam, Resume())
-            calls.append((self.hosts[host_name], "add", (st.source, resume)))
-        for (host, _, args), (_, result) in zip(calls, self.call(calls)):
+            host.cameras.add(cam)
+            resume = replace(resumes.get(cam, Resume()), epoch=Lease.grant(self.config.outputs.dir, cam))
+            calls.append((host, "add", (st.source, resume)))
+        for (host, _, args), (_, result) in zip(calls, self.call(calls, self.host_timeout_s)):
             if isinstance(result, BaseException):
                 log.error("host %s: could not start camera %s: %s", host.name, args[0].id, result)
         self.work_s += time.perf_counter() - t0
@@ -128,48 +149,56 @@ class ClusterDriver:
         st = self.cameras.get(camera)
         if st is None or st.host is None or st.done:
             raise ValueError(f"camera {camera} is not running")
-        self.call([(self.hosts[st.host], "remove", (camera,))])
+        self.call([(self.hosts[st.host], "remove", (camera,))], self.host_timeout_s)
 
     # -- watching -----------------------------------------------------------------------------
     def poll(self) -> None:
-        """One round: every host's status; hosts gone (or silent too long) hand their
-        unfinished cameras to the survivors, resumed where their outputs end."""
+        """One round: every host's status, each waited for at most `poll_s`; hosts dead or
+        silent for `host_timeout_s` hand their unfinished cameras to the survivors."""
         t0 = time.perf_counter()
         self.polls += 1
-        alive = self._alive()
-        for host, result in self.call([(h, "status", ()) for h in alive]):
-            if isinstance(result, BaseException):
-                host.missed += 1
-                gone = "Died" in type(result).__name__ or host.missed >= self.missed_polls_dead
-                if gone:
-                    self._lost(host, f"{type(result).__name__}")
-                continue
-            host.missed = 0
-            host.status = result
-            host.node = result.get("node", host.node)
-            for cam, c in result["cameras"].items():
-                st = self.cameras.get(cam)
-                if st is not None and st.host == host.name and c["state"] in DONE_STATES and cam not in result["open"]:
-                    st.done = True
+        for host, result in self.call([(h, "status", ()) for h in self.alive()], self.poll_s):
+            if isinstance(result, HostGone):
+                self._lost(host, str(result) or "its actor died")
+            elif isinstance(result, BaseException):
+                silent = time.monotonic() - host.answered
+                if silent > self.host_timeout_s:
+                    self._lost(host, f"no answer for {silent:.1f}s")
+            else:
+                self._update(host, result)
+        if self.finished_at is None and self.finished():
+            self.finished_at = time.monotonic()
         self.work_s += time.perf_counter() - t0
 
+    def _update(self, host: HostState, status: HostStatus) -> None:
+        host.answered = time.monotonic()
+        host.status = status
+        host.node = status.node or host.node
+        for cam, c in status.cameras.items():
+            st = self.cameras.get(cam)
+            if st is not None and st.host == host.name and CameraState(c["state"]).done and cam not in status.open:
+                st.done = True
+
     def _lost(self, host: HostState, why: str) -> None:
+        """Kill the host first (a hung one might wake), fence its cameras' writers, cut
+        their outputs back to where they resume, then place them on the survivors."""
         host.alive = False
+        self.kill(host)
         orphans = [c for c in host.cameras if not self.cameras[c].done]
-        self.events.append(f"host {host.name} on {host.node or '?'} lost ({why}): moving {len(orphans)} camera(s)")
-        log.error(self.events[-1])
-        for cam in orphans:
-            self.cameras[cam].final = host.status.get("cameras", {}).get(cam)
-            self.cameras[cam].moves += 1
-            self.cameras[cam].host = None
+        self.incidents.append(f"host {host.name} on {host.node or '?'} lost ({why}): moving {len(orphans)} camera(s)")
+        log.error(self.incidents[-1])
         resumes = {}
         for cam in orphans:
             st = self.cameras[cam]
-            resumes[cam], st.carried = resume_point(self.config.outputs, cam, bool(st.source.live))
-            log.info("camera %s: resumes at frame %d, video segment %d", cam, resumes[cam].start_at,
-                     resumes[cam].segment)
+            st.final = host.status.cameras.get(cam) if host.status else None
+            st.moves += 1
+            st.host = None
+            Lease.grant(self.config.outputs.dir, cam)  # from here the old writers cannot write
+            resumes[cam], st.carried = resume_point(self.config.outputs, cam, not st.source.live)
+            log.info("camera %s: resumes at frame %d (seq %d), video segment %d", cam, resumes[cam].start_at,
+                     resumes[cam].seq, resumes[cam].segment)
         host.cameras.clear()
-        if orphans and self._alive():
+        if orphans and self.alive():
             self.add([self.cameras[c].source for c in orphans], resumes)
 
     def finished(self) -> bool:
@@ -180,36 +209,51 @@ class ClusterDriver:
         """One summary for the whole cluster, in the shape of a pipeline's snapshot, plus
         the hosts and their health."""
         t0 = time.perf_counter()
-        cameras: dict[str, dict] = {}
-        latency = Histogram()
-        engines: dict[str, dict] = {}
+        latency, engines, events = Histogram(), {}, {}
         for h in self.hosts.values():
-            status = h.status
-            if not status:
+            if h.status is None:
                 continue
-            if h.alive:
-                latency.merge(Histogram.from_counts(status["latency_counts"], status["latency_total"],
-                                                    status["latency_max"]))
-            for name, e in status.get("engines", {}).items():
-                engines[f"{h.name}/{name}"] = e
-            for cam, c in status["cameras"].items():
-                st = self.cameras.get(cam)
-                if st is not None and st.host == h.name:
-                    cameras[cam] = {**c, "processed": c["processed"] + st.carried, "host": h.name, "node": h.node,
-                                    "moves": st.moves}
-        for cam, st in self.cameras.items():
-            if cam not in cameras and st.final:
-                cameras[cam] = {**st.final, "host": None, "node": None, "moves": st.moves}
+            latency.merge(h.status.latency())
+            engines.update({f"{h.name}/{name}": e for name, e in h.status.engines.items()})
+            for dest, e in h.status.events.items():
+                merged = events.setdefault(dest, {"sent": 0, "waiting": 0, "dropped": 0})
+                for k in merged:
+                    merged[k] += e.get(k, 0)
+        cameras = self._cameras()
         processed = sum(c["processed"] for c in cameras.values())
-        snap = {"processed": processed, "latency": latency.summary_ms(), "cameras": cameras, "engines": engines,
-                "hosts": {h.name: {"node": h.node, "alive": h.alive, "cameras": sorted(h.cameras),
-                                   "cpu_percent": h.status.get("cpu_percent")} for h in self.hosts.values()},
-                "events": list(self.events)}
+        elapsed = (self.finished_at or time.monotonic()) - self.started
+        cpu = [h.status.cpu_percent for h in self.alive() if h.status and h.status.cpu_percent is not None]
+        snap = {"elapsed_s": round(elapsed, 3), "throughput_fps": round(processed / elapsed, 2) if elapsed > 0 else 0.0,
+                "processed": processed, "latency": latency.summary_ms(), "cpu_percent": sum(cpu),
+                "cameras": cameras, "engines": engines, "events": events,
+                "hosts": {h.name: {"node": h.node, "alive": h.alive, "cpu_percent": h.status.cpu_percent if h.status
+                                   else None, "cameras": sorted(c for c in h.cameras if not self.cameras[c].done)}
+                          for h in self.hosts.values()},
+                "incidents": list(self.incidents),
+                "driver": {"polls": self.polls, "work_s": round(self.work_s, 4)}}
         self.work_s += time.perf_counter() - t0
         return snap
 
+    def _cameras(self) -> dict[str, dict]:
+        """Every camera's counters from the host it runs on (plus what its outputs held
+        before), or its last ones from a host that died."""
+        cameras = {}
+        for cam, st in self.cameras.items():
+            host = self.hosts.get(st.host) if st.host else None
+            c = host.status.cameras.get(cam) if host is not None and host.status is not None else None
+            if c is not None:
+                cameras[cam] = {**c, "processed": c["processed"] + st.carried, "host": st.host, "node": host.node,
+                                "moves": st.moves}
+            elif st.final:
+                cameras[cam] = {**st.final, "host": None, "node": None, "moves": st.moves}
+        return cameras
 
-def direct_call(calls: list) -> list:
+    @property
+    def outputs_failed(self) -> dict[str, str]:
+        return {k: v for h in self.hosts.values() if h.status for k, v in h.status.outputs_failed.items()}
+
+
+def direct_call(calls: list, timeout: float = 0.0) -> list:
     """The calls made in this process, one after the other (hosts that are plain objects:
     stand-ins in tests and simulations)."""
     out = []
@@ -219,31 +263,3 @@ def direct_call(calls: list) -> list:
         except Exception as e:
             out.append((host, e))
     return out
-
-
-def default_call(calls: list, timeout: float = 10.0) -> list:
-    """Ray's way to make the calls: all at once, each waited for at most `timeout`."""
-    import ray
-
-    refs = []
-    for host, method, args in calls:
-        try:
-            refs.append(getattr(host.handle, method).remote(*args))
-        except Exception as e:  # the actor handle itself is gone
-            refs.append(e)
-    pending = [r for r in refs if not isinstance(r, BaseException)]
-    ready, _ = ray.wait(pending, num_returns=len(pending), timeout=timeout) if pending else ([], [])
-    ready_set = set(ready)
-    out = []
-    for (host, _, _), ref in zip(calls, refs):
-        if isinstance(ref, BaseException):
-            out.append((host, ref))
-        elif ref not in ready_set:
-            out.append((host, TimeoutError(f"no answer within {timeout:g}s")))
-        else:
-            try:
-                out.append((host, ray.get(ref)))
-            except Exception as e:
-                out.append((host, e))
-    return out
-

@@ -4,15 +4,17 @@
 It builds the graph once (models loaded, engines profiled) with no camera, then runs the
 cameras the driver places on it, added and removed while it runs. Frames never leave
 it: it decodes, infers and writes its own cameras' outputs (on storage every host sees).
-What it reports is small and independent of the frame rate: per camera counters and
-states, and one latency histogram for the host.
+What it reports is `HostStatus`. The actor takes calls concurrently (status polls are
+answered while a drain is under way).
 """
 from __future__ import annotations
 
 import os
 import socket
+import threading
 from dataclasses import replace
 
+from pipeline.cluster.status import HostStatus
 from pipeline.config import Config, SourceConfig
 from pipeline.frames import Resume
 from pipeline.graph import Pipeline
@@ -26,6 +28,8 @@ class PipelineHost:
         self.node = socket.gethostname()
         self.pipeline = Pipeline(config, max_frames=max_frames)
         self.pipeline.start()
+        self._closing = threading.Lock()
+        self._closed = False
 
     def ready(self) -> dict:
         return {"host": self.name, "node": self.node, "pid": os.getpid()}
@@ -36,20 +40,19 @@ class PipelineHost:
     def remove(self, camera: str) -> None:
         self.pipeline.remove_camera(camera)
 
-    def status(self) -> dict:
-        """Counters and states of its cameras (a summary of the metrics snapshot), which
-        cameras still have open outputs, and the host's latency histogram (to merge)."""
-        snap = self.pipeline.snapshot()
-        latency = self.pipeline.metrics.total_latency()
-        return {"host": self.name, "node": self.node, "cameras": snap["cameras"], "open": self.pipeline.cameras(),
-                "latency_counts": latency.counts.tolist(), "latency_max": latency.max,
-                "latency_total": latency.total, "engines": snap["engines"], "cpu_percent": snap["cpu_percent"],
-                "threads": snap["threads"]}
+    def status(self) -> HostStatus:
+        return HostStatus.of(self.name, self.node, self.pipeline.snapshot(), self.pipeline.metrics.total_latency(),
+                             self.pipeline.cameras(), self.pipeline.outputs_failed)
 
-    def stop(self, abort: bool = False) -> dict:
-        """Stop every camera, drain (or abort), finalise the outputs; the last status."""
+    def stop(self, abort: bool = False) -> HostStatus:
+        """Stop every camera, drain (or abort), finalise the outputs; the last status. An
+        abort that comes while a drain is under way (the actor takes calls concurrently)
+        wakes it; the pipeline is closed once."""
         self.pipeline.stop(abort=abort)
-        self.pipeline.wait(60)
-        status = self.status()
-        self.pipeline.close(timeout=10 if abort else 60)
-        return status
+        with self._closing:
+            if not self._closed:
+                if not abort:
+                    self.pipeline.wait(60)
+                self.pipeline.close(timeout=10 if abort else 60)
+                self._closed = True
+        return self.status()

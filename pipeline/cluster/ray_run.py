@@ -13,35 +13,47 @@ merged snapshot.
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 import time
+from dataclasses import dataclass
 
-from pipeline.cluster.driver import ClusterDriver, HostState, default_call
+from pipeline.cluster.driver import ClusterDriver, HostGone, HostState
 from pipeline.cluster.host import PipelineHost
 from pipeline.config import Config
+from pipeline.errors import StartupError
+from pipeline.redact import redact, redact_data
 
 log = logging.getLogger("pipeline.cluster")
 
 NAMESPACE = "pipeline"
 CONTROL = "pipeline-control"
 INSTALL = "the cluster mode needs Ray: pip install 'pipeline[cluster]' (or pip install ray)"
+ANSWER_WAIT_S = 60.0  # how long `pipeline cluster add|remove` waits for the driver's answer
 
 
 class ControlMailbox:
-    """Requests for a running driver, and its latest merged snapshot."""
+    """Requests for a running driver, its answers, and its latest merged snapshot."""
 
     def __init__(self) -> None:
         self.requests: list[dict] = []
+        self.answers: dict[int, str | None] = {}  # request number -> None (done) or why it was refused
+        self.count = 0
         self.latest: dict = {}
 
     def put(self, request: dict) -> int:
-        self.requests.append(request)
-        return len(self.requests)
+        self.count += 1
+        self.requests.append({**request, "number": self.count})
+        return self.count
 
     def take(self) -> list[dict]:
         out, self.requests = self.requests, []
         return out
+
+    def answer(self, number: int, refused: str | None) -> None:
+        self.answers[number] = refused
+
+    def answered(self, number: int) -> tuple[bool, str | None]:
+        return number in self.answers, self.answers.get(number)
 
     def publish(self, snapshot: dict) -> None:
         self.latest = snapshot
@@ -59,12 +71,57 @@ def import_ray():
 
 
 def connect(address: str):
+    """Ray, connected (`local`: started here); a cluster that cannot be reached is a StartupError."""
     ray = import_ray()
-    if address == "local":
-        ray.init(namespace=NAMESPACE, include_dashboard=False, logging_level=logging.WARNING)
-    else:
-        ray.init(address=address, namespace=NAMESPACE, logging_level=logging.WARNING)
+    try:
+        if address == "local":
+            ray.init(namespace=NAMESPACE, include_dashboard=False, logging_level=logging.WARNING)
+        else:
+            ray.init(address=address, namespace=NAMESPACE, logging_level=logging.WARNING)
+    except ConnectionError as e:
+        raise StartupError(f"--cluster {redact(address)}: no Ray cluster to connect to ({redact(str(e))})") from None
     return ray
+
+
+def ray_call(calls: list, timeout: float) -> list:
+    """Ray's way to make the calls: all at once, each waited for at most `timeout`; a dead
+    actor (Ray's actor errors) is `HostGone`, a slow one a `TimeoutError`."""
+    import ray
+    from ray.exceptions import RayActorError
+
+    refs = []
+    for host, method, args in calls:
+        try:
+            refs.append(getattr(host.handle, method).remote(*args))
+        except RayActorError as e:  # the actor handle itself is gone
+            refs.append(HostGone(type(e).__name__))
+    pending = [r for r in refs if not isinstance(r, BaseException)]
+    ready, _ = ray.wait(pending, num_returns=len(pending), timeout=timeout) if pending else ([], [])
+    ready_set = set(ready)
+    out = []
+    for (host, _, _), ref in zip(calls, refs):
+        if isinstance(ref, BaseException):
+            out.append((host, ref))
+        elif ref not in ready_set:
+            out.append((host, TimeoutError(f"no answer within {timeout:g}s")))
+        else:
+            try:
+                out.append((host, ray.get(ref)))
+            except RayActorError as e:
+                out.append((host, HostGone(type(e).__name__)))
+            except Exception as e:
+                out.append((host, e))
+    return out
+
+
+def kill_host(host: HostState) -> None:
+    """Ray kills the actor's process (a hung one too); it is never restarted."""
+    import ray
+
+    try:
+        ray.kill(host.handle, no_restart=True)
+    except Exception as e:  # already gone
+        log.info("host %s: %s", host.name, e)
 
 
 def start_hosts(ray, config: Config, max_frames: int | None, hosts: int | None, cpus_per_host: int) -> list[HostState]:
@@ -72,7 +129,7 @@ def start_hosts(ray, config: Config, max_frames: int | None, hosts: int | None, 
     resources = ray.cluster_resources()
     gpus = int(resources.get("GPU", 0))
     count = hosts or (gpus if gpus else max(1, int(resources.get("CPU", 1)) // cpus_per_host))
-    options = {"num_cpus": cpus_per_host, "max_restarts": 0, "scheduling_strategy": "SPREAD"}
+    options = {"num_cpus": cpus_per_host, "max_restarts": 0, "scheduling_strategy": "SPREAD", "max_concurrency": 4}
     if gpus:
         options["num_gpus"] = 1
     actor = ray.remote(PipelineHost)
@@ -85,76 +142,137 @@ def start_hosts(ray, config: Config, max_frames: int | None, hosts: int | None, 
             for info, h in zip(ready, handles)]
 
 
-def run_cluster(config: Config, address: str, max_frames: int | None, hosts: int | None, cpus_per_host: int,
-                report: str | None) -> int:
-    from pipeline.metrics.report import cluster_summary
+@dataclass
+class ClusterOptions:
+    address: str
+    hosts: int | None = None
+    cpus_per_host: int = 1
+    max_frames: int | None = None
+    host_timeout_s: float = 5.0
 
-    ray = connect(address)
-    mailbox = ray.remote(ControlMailbox).options(name=CONTROL, lifetime="non_detached").remote()
-    host_states = start_hosts(ray, config, max_frames, hosts, cpus_per_host)
-    driver = ClusterDriver(config, host_states, default_call)
-    signals: list[int] = []
 
-    def on_signal(signum: int, _frame) -> None:
-        signals.append(signum)
-        log.warning("%s: stopping the cameras on every host", signal.Signals(signum).name)
+class ClusterRun:
+    """`pipeline run --cluster`, shaped for the one run loop (`pipeline.runloop.run`):
+    `wait` polls the hosts and serves `pipeline cluster` requests; `stop` drains (or
+    aborts) every host; `close` collects their last statuses and leaves Ray."""
 
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, on_signal)
-    driver.start()
-    last_log = time.monotonic()
-    while not signals and not driver.finished():
-        time.sleep(driver.poll_s)
-        driver.poll()
-        for request in ray.get(mailbox.take.remote()):
+    def __init__(self, config: Config, options: ClusterOptions):
+        self.ray = ray = connect(options.address)
+        try:
+            self.mailbox = ray.remote(ControlMailbox).options(name=CONTROL, lifetime="non_detached").remote()
+            ray.get(self.mailbox.snapshot.remote())
+        except ValueError as e:  # Ray's ActorAlreadyExistsError is one
+            ray.shutdown()
+            raise StartupError(f"--cluster {redact(options.address)}: another pipeline driver is running on this "
+                               f"Ray cluster ({type(e).__name__}: {CONTROL})") from None
+        self.hosts = start_hosts(ray, config, options.max_frames, options.hosts, options.cpus_per_host)
+        self.driver = ClusterDriver(config, self.hosts, ray_call, kill_host, host_timeout_s=options.host_timeout_s)
+        self._stops: dict[str, object] = {}  # host -> its pending `stop` call
+        self._stop: bool | None = None  # None: running; False: drain; True: abort
+        self._aborts: set[str] = set()  # hosts told to abort
+
+    def start(self) -> None:
+        self.driver.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        deadline = time.monotonic() + (timeout or 0.0)
+        while True:
+            self._send_stops()
+            self.driver.poll()
+            self._serve(self.ray.get(self.mailbox.take.remote()))
+            self.mailbox.publish.remote(redact_data(self.snapshot()))
+            if self.driver.finished() or (self._stops and self._stopped()):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(min(self.driver.poll_s, max(0.0, deadline - time.monotonic())))
+
+    def _serve(self, requests: list[dict]) -> None:
+        for request in requests:
+            refused = None
             try:
                 if request["op"] == "add":
-                    driver.add([request["source"]])
-                elif request["op"] == "remove":
-                    driver.remove(request["camera"])
+                    self.driver.add([request["source"]])
+                else:
+                    self.driver.remove(request["camera"])
             except (ValueError, RuntimeError) as e:
-                log.error("cluster %s: %s", request["op"], e)
-        snap = driver.snapshot()
-        mailbox.publish.remote(snap)
-        if time.monotonic() - last_log >= config.metrics.log_interval_s:
-            log.info("%d frames, %d/%d host(s) alive, %d camera(s) running", snap["processed"],
-                     sum(h["alive"] for h in snap["hosts"].values()), len(snap["hosts"]),
-                     sum(1 for st in driver.cameras.values() if not st.done))
-            last_log = time.monotonic()
-    finals = default_call([(h, "stop", (len(signals) > 1,)) for h in host_states if h.alive], timeout=120)
-    for host, result in finals:
-        if not isinstance(result, BaseException):
-            host.status = result
-    snap = driver.snapshot()
-    snap["driver"] = {"polls": driver.polls, "work_s": round(driver.work_s, 4)}
-    print(cluster_summary(snap))
-    if report:
-        import json
+                refused = str(e)
+                log.error("cluster %s: %s", request["op"], refused)
+            self.mailbox.answer.remote(request["number"], refused)
 
-        with open(report, "w") as f:
-            json.dump(snap, f, indent=2)
-    ray.shutdown()
-    if signals:
-        return 130
-    return 1 if snap["cameras"] and all(c["state"] == "failed" for c in snap["cameras"].values()) else 0
+    def stop(self, abort: bool = False) -> None:
+        """Every host is to stop its cameras and drain (`abort`: at once). Called from a
+        signal handler: the calls go out from `wait` (or `close`)."""
+        self._stop = bool(self._stop) or abort
+
+    def _send_stops(self) -> None:
+        if self._stop is None:
+            return
+        for h in self.driver.alive():
+            if h.name not in self._stops or (self._stop and h.name not in self._aborts):
+                self._stops[h.name] = h.handle.stop.remote(self._stop)
+                if self._stop:
+                    self._aborts.add(h.name)
+
+    def _stopped(self) -> bool:
+        ready, pending = self.ray.wait(list(self._stops.values()), num_returns=len(self._stops), timeout=0)
+        return not pending
+
+    def close(self, timeout: float = 30.0) -> None:
+        """The hosts' last statuses (stopped now if they were not), then leave Ray."""
+        try:
+            self.stop(bool(self._stop))
+            self._send_stops()
+            finals = {h.name: h for h in self.driver.alive()}
+            refs = {name: ref for name, ref in self._stops.items() if name in finals}
+            ready, _ = self.ray.wait(list(refs.values()), num_returns=len(refs), timeout=max(timeout, 120.0))
+            for name, ref in refs.items():
+                if ref in ready:
+                    try:
+                        finals[name].status = self.ray.get(ref)
+                    except Exception as e:
+                        log.error("host %s: no final status: %s", name, e)
+            if self.driver.finished_at is None:
+                self.driver.finished_at = time.monotonic()
+        finally:
+            self.ray.shutdown()
+
+    def snapshot(self) -> dict:
+        return self.driver.snapshot()
+
+    @property
+    def outputs_failed(self) -> dict[str, str]:
+        return self.driver.outputs_failed
 
 
 def cluster_command(args) -> int:
-    """`pipeline cluster add|remove|status` against a running driver."""
+    """`pipeline cluster add|remove|status` against a running driver; 2 when there is
+    none or it refuses the request (its reason on one line)."""
     ray = connect(args.address)
     try:
         mailbox = ray.get_actor(CONTROL, namespace=NAMESPACE)
     except ValueError:
-        print(f"error: no pipeline driver is running on the cluster at {args.address}", file=sys.stderr)
+        print(f"error: no pipeline run is going on the Ray cluster at {redact(args.address)}", file=sys.stderr)
         return 2
     if args.action == "status":
-        from pipeline.metrics.report import cluster_summary
+        from pipeline.metrics.report import summary_table
 
-        print(cluster_summary(ray.get(mailbox.snapshot.remote())))
-    elif args.action == "add":
-        ray.get(mailbox.put.remote({"op": "add", "source": args.source}))
-        print(f"camera {args.source.id}: sent to the driver")
-    else:
-        ray.get(mailbox.put.remote({"op": "remove", "camera": args.camera}))
-        print(f"camera {args.camera}: removal sent to the driver")
-    return 0
+        snap = ray.get(mailbox.snapshot.remote())
+        print(summary_table(snap) if snap else "the run has not reported yet")
+        return 0
+    camera = args.source.id if args.action == "add" else args.camera
+    request = {"op": "add", "source": args.source} if args.action == "add" else {"op": "remove", "camera": camera}
+    number = ray.get(mailbox.put.remote(request))
+    deadline = time.monotonic() + ANSWER_WAIT_S
+    while time.monotonic() < deadline:
+        done, refused = ray.get(mailbox.answered.remote(number))
+        if done:
+            if refused:
+                print(f"error: cluster {args.action} {camera}: {redact(refused)}", file=sys.stderr)
+                return 2
+            print(f"camera {camera}: {'added' if args.action == 'add' else 'removed'}")
+            return 0
+        time.sleep(0.2)
+    print(f"error: cluster {args.action} {camera}: the driver did not answer within {ANSWER_WAIT_S:g}s",
+          file=sys.stderr)
+    return 2

@@ -6,12 +6,14 @@ killed process leaves it playable up to its last complete fragment) and the JSON
 the resume point: whichever output holds more is cut back to it (JSON lines truncated,
 the video's last segment re-muxed without the extra packets), so re-processing those
 frames writes each exactly once; the video continues in the camera's next segment
-(`<camera>.partN.mp4`). A live camera simply resumes from now, in its next segment.
+(`<camera>.partN.mp4`). A live camera resumes from now, in its next segment, its `seq`
+and time continuing where its outputs end; so does an id that returns with a new source.
 """
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 
 import av
 
@@ -38,9 +40,15 @@ def video_segments(outputs: OutputsConfig, camera: str) -> list[str]:
     return found
 
 
-def jsonl_lines(path: str) -> list[tuple[int, int]]:
-    """(byte offset after the line, seq) of every complete JSON line of `path`; a line cut
-    off by a kill is not complete."""
+@dataclass(frozen=True)
+class Line:
+    end: int                 # byte offset after the line
+    seq: int
+    time: float | None
+
+
+def jsonl_lines(path: str) -> list[Line]:
+    """Every complete JSON line of `path`; a line cut off by a kill is not complete."""
     out = []
     offset = 0
     try:
@@ -49,11 +57,12 @@ def jsonl_lines(path: str) -> list[tuple[int, int]]:
                 if not raw.endswith(b"\n"):
                     break
                 try:
-                    seq = int(json.loads(raw)["seq"])
+                    record = json.loads(raw)
+                    line = Line(offset + len(raw), int(record["seq"]), record.get("time"))
                 except (ValueError, KeyError, TypeError):
                     break
-                offset += len(raw)
-                out.append((offset, seq))
+                offset = line.end
+                out.append(line)
     except FileNotFoundError:
         pass
     return out
@@ -77,18 +86,15 @@ def trim_video(path: str, frames: int) -> None:
     os.replace(tmp, path)
 
 
-def resume_point(outputs: OutputsConfig, camera: str, live: bool) -> tuple[Resume, int]:
-    """Where `camera` continues, with its outputs made consistent with that, and how many
-    of its frames they hold. File cameras need their own JSON lines file (`{camera}` in
-    `outputs.jsonl.filename`)."""
+def cut_back(outputs: OutputsConfig, camera: str) -> list[Line]:
+    """Make the camera's outputs agree: whichever of the JSON lines and the video holds
+    more frames is cut back to the other; the lines kept."""
     segments = video_segments(outputs, camera) if outputs.video.enabled else []
-    if live:
-        return Resume(start_at=0, segment=len(segments), append=True), len(jsonl_lines(outputs.jsonl_path(camera)))
     lines = jsonl_lines(outputs.jsonl_path(camera))
     counts = [video_frames(p) for p in segments]
     keep = min(len(lines), sum(counts)) if outputs.video.enabled else len(lines)
     with open(outputs.jsonl_path(camera), "ab") as f:  # created if absent, cut back to `keep` lines
-        f.truncate(lines[keep - 1][0] if keep else 0)
+        f.truncate(lines[keep - 1].end if keep else 0)
     extra = sum(counts) - keep
     for path, count in reversed(list(zip(segments, counts))):  # the video got further than the JSON lines
         if extra <= 0:
@@ -99,5 +105,22 @@ def resume_point(outputs: OutputsConfig, camera: str, live: bool) -> tuple[Resum
         else:
             trim_video(path, count - cut)
         extra -= cut
-    segments = video_segments(outputs, camera) if outputs.video.enabled else []
-    return Resume(start_at=lines[keep - 1][1] + 1 if keep else 0, segment=len(segments), append=True), keep
+    return lines[:keep]
+
+
+def resume_point(outputs: OutputsConfig, camera: str, same_file: bool, epoch: int = 0) -> tuple[Resume, int]:
+    """Where `camera` continues, with its outputs made consistent with that, and how many
+    of its frames they hold. The same file (a file camera that moved) skips the frames
+    done; anything else (a live camera, an id that returns with a new source) continues
+    their numbering and timeline. Needs a JSON lines file per camera (`{camera}`)."""
+    lines = cut_back(outputs, camera)
+    segment = len(video_segments(outputs, camera)) if outputs.video.enabled else 0
+    if not lines:
+        return Resume(segment=segment, append=True, epoch=epoch), 0
+    last = lines[-1]
+    if same_file:
+        return Resume(start_at=last.seq + 1, segment=segment, append=True, epoch=epoch), len(lines)
+    times = [ln.time for ln in lines[-10:] if ln.time is not None]
+    step = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else 0.04
+    time_s = (last.time or 0.0) + max(step, 1e-3)
+    return Resume(seq=last.seq + 1, time_s=time_s, segment=segment, append=True, epoch=epoch), len(lines)

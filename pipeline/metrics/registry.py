@@ -11,8 +11,25 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from pipeline.metrics.histogram import Histogram
+from pipeline.redact import redact
+
+
+class CameraState(StrEnum):
+    """A camera's health; a `str`, so snapshots, events and comparisons read it as text."""
+
+    STARTING = "starting"
+    CONNECTING = "connecting"
+    STREAMING = "streaming"
+    RECONNECTING = "reconnecting"
+    FAILED = "failed"
+    ENDED = "ended"
+
+    @property
+    def done(self) -> bool:
+        return self in (CameraState.FAILED, CameraState.ENDED)
 
 
 @dataclass
@@ -24,8 +41,8 @@ class CameraStats:
     output_errors: dict[str, str] = field(default_factory=dict)  # output (video, jsonl) -> why it stopped
     dropped: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     latency: Histogram = field(default_factory=Histogram)
-    state: str = "starting"
-    detail: str = ""
+    state: CameraState = CameraState.STARTING
+    detail: str = ""  # redacted when set: state events and /api/cameras carry it
     reconnects: int = 0
     downtime_s: float = 0.0
     first_out: float | None = None
@@ -107,6 +124,8 @@ class Metrics:
         self._cpu_mark = (time.monotonic(), os.times())
         self.cpu_percent = 0.0
         self.state_listeners: list = []  # called (camera, state, detail) on every camera state change
+        self._open_outputs: set[str] = set()
+        self.finished: float | None = None  # when the last open camera's outputs were final: run time ends there
 
     def camera(self, cam: str) -> CameraStats:
         stats = self.cameras.get(cam)
@@ -115,9 +134,10 @@ class Metrics:
                 stats = self.cameras.setdefault(cam, CameraStats())
         return stats
 
-    def camera_state(self, cam: str, state: str, detail: str = "") -> bool:
+    def camera_state(self, cam: str, state: CameraState, detail: str = "") -> bool:
         """Set a camera's health state; True (and listeners told) when it changed."""
         stats = self.camera(cam)
+        state, detail = CameraState(state), redact(detail)
         if stats.state == state and stats.detail == detail:
             return False
         changed = stats.state != state
@@ -126,6 +146,19 @@ class Metrics:
             for listener in self.state_listeners:
                 listener(cam, state, detail)
         return True
+
+    def outputs_opened(self, cam: str) -> None:
+        with self._lock:
+            self._open_outputs.add(cam)
+            self.finished = None
+
+    def outputs_closed(self, cam: str) -> None:
+        """A camera's files are final; with the last one the run's time stops (waiting for
+        event destinations at shutdown is no run time)."""
+        with self._lock:
+            self._open_outputs.discard(cam)
+            if not self._open_outputs:
+                self.finished = time.monotonic()
 
     def drop(self, cam: str, reason: str, n: int = 1) -> None:
         with self._lock:
@@ -188,13 +221,12 @@ class Metrics:
 
     def snapshot(self) -> dict:
         """Everything measured so far as plain data (the JSON report's shape)."""
-        now = time.monotonic()
-        elapsed = now - self.started
+        elapsed = (self.finished or time.monotonic()) - self.started
         cams = {}
         for cam, s in self.cameras.items():
             span = (s.last_out - s.first_out) if s.first_out is not None and s.last_out is not None else 0.0
             fps = (s.processed - 1) / span if span > 0 and s.processed > 1 else 0.0
-            cams[cam] = {"state": s.state, "detail": s.detail, "frames_in": s.frames_in, "processed": s.processed,
+            cams[cam] = {"state": s.state.value, "detail": s.detail, "frames_in": s.frames_in, "processed": s.processed,
                          "dropped": dict(s.dropped), "errors": s.errors, "decode_errors": s.decode_errors,
                          "output_errors": dict(s.output_errors),
                          "fps": round(fps, 2),

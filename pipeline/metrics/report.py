@@ -16,59 +16,68 @@ def progress_line(snap: dict) -> str:
             f", cpu {snap['cpu_percent']:.0f}% | " + " | ".join(parts))
 
 
-def summary_table(snap: dict) -> str:
-    header = f"{'camera':<14}{'state':<13}{'in':>7}{'done':>7}{'dropped':>9}{'errors':>7}{'fps':>8}{'p50 ms':>8}" \
-             f"{'p99 ms':>8}  notes"
+def _notes(c: dict) -> list[str]:
+    notes = [f"moved {c['moves']}x"] if c.get("moves") else []
+    if c["dropped"]:
+        notes.append("drops: " + ", ".join(f"{k} {v}" for k, v in sorted(c["dropped"].items())))
+    if c.get("reconnects"):
+        notes.append(f"{c['reconnects']} reconnect(s), down {c['downtime_s']:.1f}s")
+    if c["detail"]:
+        notes.append(c["detail"])
+    notes += [f"{output} output failed: {why}" for output, why in c.get("output_errors", {}).items()]
+    for name, events in c.get("counts", {}).items():
+        for event, per_class in events.items():
+            notes += [f"{name}.{event}.{cls}={n}" for cls, n in per_class.items()]
+    return notes
+
+
+def _camera_rows(snap: dict) -> list[str]:
+    """One row per camera; with a host column when the cameras ran on a cluster."""
+    hosts = "hosts" in snap
+    header = f"{'camera':<14}{format('host', '<9') if hosts else ''}{'state':<13}{'in':>7}{'done':>7}" \
+             f"{'dropped':>9}{'errors':>7}{'fps':>8}{'p50 ms':>8}{'p99 ms':>8}  notes"
     lines = [header, "-" * len(header)]
     for cam, c in snap["cameras"].items():
-        dropped = sum(c["dropped"].values())
-        notes = []
-        if c["dropped"]:
-            notes.append("drops: " + ", ".join(f"{k} {v}" for k, v in sorted(c["dropped"].items())))
-        if c["reconnects"]:
-            notes.append(f"{c['reconnects']} reconnect(s), down {c['downtime_s']:.1f}s")
-        if c["detail"]:
-            notes.append(c["detail"])
-        notes += [f"{output} output failed: {why}" for output, why in c["output_errors"].items()]
-        for name, events in c["counts"].items():
-            for event, per_class in events.items():
-                notes += [f"{name}.{event}.{cls}={n}" for cls, n in per_class.items()]
-        lines.append(f"{cam:<14}{c['state']:<13}{c['frames_in']:>7}{c['processed']:>7}{dropped:>9}{c['errors']:>7}"
-                     f"{c['fps']:>8.1f}{_ms(c['latency']['p50_ms']):>8}{_ms(c['latency']['p99_ms']):>8}  "
-                     + "; ".join(notes))
+        host = f"{c.get('host') or '-':<9}" if hosts else ""
+        lines.append(f"{cam:<14}{host}{c['state']:<13}{c['frames_in']:>7}{c['processed']:>7}"
+                     f"{sum(c['dropped'].values()):>9}{c['errors']:>7}{c['fps']:>8.1f}{_ms(c['latency']['p50_ms']):>8}"
+                     f"{_ms(c['latency']['p99_ms']):>8}  " + "; ".join(_notes(c)))
+    return lines
+
+
+def _event_rows(snap: dict) -> list[str]:
+    lines = []
+    for dest, e in (snap.get("events") or {}).items():
+        lines.append(f"events {dest}: {e['sent']} sent" + (f", {e['waiting']} waiting" if e["waiting"] else "")
+                     + (f", {e['dropped']} LOST" if e["dropped"] else ""))
+    return lines
+
+
+def _host_rows(snap: dict) -> list[str]:
+    lines = [f"host {name} on {h['node'] or '?'}: {'alive' if h['alive'] else 'LOST'}, "
+             f"{len(h['cameras'])} camera(s), cpu {h['cpu_percent'] if h['cpu_percent'] is not None else '-'}%"
+             for name, h in snap.get("hosts", {}).items()]
+    lines += snap.get("incidents", [])
+    if "driver" in snap:
+        lines.append(f"driver: {snap['driver']['polls']} polls, {snap['driver']['work_s']} s of its own work")
+    return lines
+
+
+def summary_table(snap: dict) -> str:
+    """The final summary (and `pipeline cluster status`): cameras, totals, engines, event
+    destinations and, on a cluster, its hosts."""
+    lines = _camera_rows(snap)
     lat = snap["latency"]
     lines.append(f"total: {snap['processed']} frames in {snap['elapsed_s']:.1f}s = {snap['throughput_fps']:.1f} fps; "
                  f"latency p50 {_ms(lat['p50_ms'])} ms, p99 {_ms(lat['p99_ms'])} ms; peak threads "
-                 f"{snap['max_threads']} (plan {snap.get('thread_plan', '-')})")
+                 f"{snap.get('max_threads', '-')} (plan {snap.get('thread_plan', '-')})")
     if snap.get("reached_after"):
         lines.append("latency reached at each stage boundary, p50/p99 ms: " + ", ".join(
             f"{k} {_ms(v['p50_ms'])}/{_ms(v['p99_ms'])}" for k, v in snap["reached_after"].items()))
     for name, e in snap["engines"].items():
         lines.append(f"engine {name}: {e['provider']}, {e['batches']} batches, mean batch {e['mean_batch']}, "
                      f"inference p50 {_ms(e['infer']['p50_ms'])} ms")
-    for name, st in snap["stages"].items():
+    for name, st in snap.get("stages", {}).items():
         if st.get("calls_saved"):
             lines.append(f"stage {name}: {st['calls_saved']} classifications saved by tracking")
-    return "\n".join(lines)
-
-
-def cluster_summary(snap: dict) -> str:
-    """The cluster's merged snapshot: every camera with its host, then the hosts."""
-    if not snap:
-        return "no snapshot yet"
-    header = f"{'camera':<14}{'host':<9}{'state':<11}{'done':>7}{'dropped':>9}{'errors':>7}{'fps':>8}{'p99 ms':>8}  notes"
-    lines = [header, "-" * len(header)]
-    for cam, c in sorted(snap["cameras"].items()):
-        notes = [f"moved {c['moves']}x" if c.get("moves") else "", c.get("detail", "")]
-        lines.append(f"{cam:<14}{c.get('host') or '-':<9}{c['state']:<11}{c['processed']:>7}"
-                     f"{sum(c['dropped'].values()):>9}{c['errors']:>7}{c['fps']:>8.1f}{_ms(c['latency']['p99_ms']):>8}  "
-                     + "; ".join(n for n in notes if n))
-    lat = snap["latency"]
-    lines.append(f"total: {snap['processed']} frames; latency p50 {_ms(lat['p50_ms'])} ms, p99 {_ms(lat['p99_ms'])} ms")
-    for name, h in snap["hosts"].items():
-        lines.append(f"host {name} on {h['node'] or '?'}: {'alive' if h['alive'] else 'LOST'}, "
-                     f"{len(h['cameras'])} camera(s), cpu {h['cpu_percent'] if h['cpu_percent'] is not None else '-'}%")
-    lines += snap.get("events", [])
-    if "driver" in snap:
-        lines.append(f"driver: {snap['driver']['polls']} polls, {snap['driver']['work_s']} s of its own work")
-    return "\n".join(lines)
+    return "\n".join(lines + _event_rows(snap) + _host_rows(snap))

@@ -6,7 +6,8 @@
 camera gets its own file; without it all cameras share one file (lines of one camera
 stay in order). A file is created with its first line (a camera that never delivers a
 frame leaves no empty file) and flushed at least every `flush_s`, so a killed process
-loses at most that much, as with the fragmented video.
+loses at most that much, as with the fragmented video. Lines wait in memory until their
+flush, which writes whole lines only, after the writer's lease (if any) was checked.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import json
 import os
 import threading
 import time
-from typing import IO
+from typing import Callable
 
 from pipeline.frames import Frame
 
@@ -46,13 +47,17 @@ def frame_record(frame: Frame) -> dict:
 
 
 class JsonlWriter:
-    """Thread-safe appender; one instance per output file, opened on its first line."""
+    """Thread-safe appender; one instance per output file, opened on its first line.
+    `lease` raises when this writer may no longer write (its camera moved elsewhere)."""
 
-    def __init__(self, path: str, flush_s: float = 1.0, append: bool = False):
+    def __init__(self, path: str, flush_s: float = 1.0, append: bool = False,
+                 lease: Callable[[], None] | None = None):
         self.path = path
         self.flush_s = flush_s
         self.append = append  # a camera resumed elsewhere continues its file
-        self._file: IO[str] | None = None
+        self.lease = lease
+        self._fd: int | None = None
+        self._pending: list[str] = []
         self._closed = False
         self._flushed = time.monotonic()
         self._lock = threading.Lock()
@@ -62,14 +67,25 @@ class JsonlWriter:
         with self._lock:
             if self._closed:
                 return
-            if self._file is None:
-                os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-                self._file = open(self.path, "a" if self.append else "w", encoding="utf-8")
-            self._file.write(line)
+            self._pending.append(line)
             now = time.monotonic()
             if now - self._flushed >= self.flush_s:
-                self._file.flush()
+                self._flush()
                 self._flushed = now
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        if self.lease is not None:
+            self.lease()
+        if self._fd is None:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            mode = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if self.append else os.O_TRUNC)
+            self._fd = os.open(self.path, mode, 0o644)
+        data = "".join(self._pending).encode("utf-8")
+        self._pending.clear()
+        while data:  # one append of whole lines (short writes continue where they stopped)
+            data = data[os.write(self._fd, data):]
 
     @property
     def closed(self) -> bool:
@@ -78,6 +94,15 @@ class JsonlWriter:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+            try:
+                self._flush()
+            finally:
+                self.discard()
+
+    def discard(self) -> None:
+        """Close without writing what waits (the writer lost its lease)."""
+        self._closed = True
+        self._pending.clear()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -5,6 +5,15 @@ vanished) stops that camera's video loudly (one error line, the camera's detail,
 exit status) while its JSON lines go on, and the reverse. With `{camera}` in the JSON
 lines file name each camera has its own file; without it the cameras share one, closed
 when the last of them ends.
+
+A camera that may run on more than one machine in turn (a cluster) writes under a lease:
+`Lease` is a small file per camera in `outputs.dir/.leases/` holding the epoch of the
+writer that owns its outputs. The driver grants a new epoch before a camera moves (and
+before its outputs are cut back to where it resumes); every writer checks its epoch
+before each write reaches the disk (JSON lines at each flush, video at each fragment),
+so a host that was only presumed dead (hung, cut off) never writes again when it wakes.
+A camera that returns under an id that ran before continues in new files (its next
+video segment, its JSON lines appended): nothing it wrote is overwritten.
 """
 from __future__ import annotations
 
@@ -12,11 +21,69 @@ import logging
 import os
 import threading
 
+from dataclasses import replace
+
 from pipeline.config import OutputsConfig
 from pipeline.frames import Frame, Resume
 from pipeline.metrics.registry import Metrics
 from pipeline.sinks.jsonl import JsonlWriter, frame_record
-from pipeline.sinks.video import VideoWriter
+from pipeline.sinks.video import VideoWriter, segment_path
+
+LEASES = ".leases"
+
+
+class Fenced(Exception):
+    """The camera's lease moved to another writer: this one must not write again."""
+
+
+class Lease:
+    """A writer's claim on one camera's outputs: valid while the lease file holds its epoch."""
+
+    def __init__(self, folder: str, camera: str, epoch: int):
+        self.path = lease_path(folder, camera)
+        self.epoch = epoch
+
+    @staticmethod
+    def grant(folder: str, camera: str) -> int:
+        """The next epoch of `camera`'s outputs, written atomically (a reader sees the old
+        file or the new one, never a torn one); earlier writers are fenced from now on."""
+        path = lease_path(folder, camera)
+        epoch = read_epoch(path) + 1
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(str(epoch))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        return epoch
+
+    def check(self) -> None:
+        """Raise `Fenced` when another writer holds the camera now. Read every time (a
+        write happens about once a second per output): a cached inode could be reused."""
+        holder = read_epoch(self.path)
+        if holder != self.epoch:
+            raise Fenced(f"lease {self.epoch} of {self.path} was taken over (epoch {holder})")
+
+
+def lease_path(folder: str, camera: str) -> str:
+    return os.path.join(folder, LEASES, f"{camera}.lease")
+
+
+def read_epoch(path: str) -> int:
+    try:
+        with open(path) as f:
+            return int(f.read().strip() or 0)
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
+def next_segment(path: str) -> int:
+    """The first video segment of `path` not written yet."""
+    n = 0
+    while os.path.exists(segment_path(path, n)):
+        n += 1
+    return n
 
 log = logging.getLogger("pipeline.sink")
 
@@ -31,6 +98,8 @@ class CameraOutputs:
         self.video: dict[str, VideoWriter] = {}
         self.jsonl: dict[str, JsonlWriter] = {}
         self.failed: dict[str, str] = {}  # "camera/output" -> why it stopped
+        self.fenced: set[str] = set()  # cameras whose lease another writer took: nothing more is written
+        self.ran: set[str] = set()  # cameras opened before: an id that returns continues its files
         self._lock = threading.Lock()
         self._shared_jsonl: JsonlWriter | None = None
         if outputs.jsonl.enabled and "{camera}" not in outputs.jsonl.filename:
@@ -40,49 +109,85 @@ class CameraOutputs:
         """Open the outputs of a camera (at start-up, or one added while running)."""
         out = self.outputs
         self.failed = {k: v for k, v in self.failed.items() if not k.startswith(f"{cam}/")}
+        self.fenced.discard(cam)
+        if cam in self.ran:  # the id returns: new segments, JSON lines appended
+            segment = next_segment(out.video_path(cam)) if out.video.enabled else 0
+            resume = replace(resume, segment=max(resume.segment, segment), append=True)
+        self.ran.add(cam)
+        lease = Lease(out.dir, cam, resume.epoch).check if resume.epoch else None
         if out.jsonl.enabled:
             with self._lock:
                 if self._shared_jsonl is not None and self._shared_jsonl.closed:  # every camera had ended
                     self._shared_jsonl = JsonlWriter(self._shared_jsonl.path, out.jsonl.flush_s, append=True)
                 self.jsonl[cam] = self._shared_jsonl or JsonlWriter(out.jsonl_path(cam), out.jsonl.flush_s,
-                                                                    resume.append)
+                                                                    resume.append, lease)
         if out.video.enabled:
             # live cameras (and cameras that may move between machines) write crash-safe fragmented MP4
             fragmented = out.video.fragmented if out.video.fragmented is not None else live or resume.segment > 0
             self.video[cam] = VideoWriter(out.video_path(cam), out.video, fragmented=fragmented,
-                                          segment=resume.segment)
+                                          segment=resume.segment, lease=lease)
+        self.metrics.outputs_opened(cam)
 
     def write(self, frame: Frame) -> None:
         cam = frame.camera
+        if cam in self.fenced:
+            return
         writer = self.video.get(cam)
-        if writer is not None and f"{cam}/video" not in self.failed:
-            try:
-                writer.write(frame)
-            except Exception as e:
-                self._fail(cam, "video", e)
-                self._close_quietly(writer)
+        try:
+            if writer is not None and f"{cam}/video" not in self.failed:
+                try:
+                    writer.write(frame)
+                except Fenced:
+                    raise
+                except Exception as e:
+                    self._fail(cam, "video", e)
+                    self._close_quietly(writer)
+            jw = self.jsonl.get(cam)
+            if jw is not None and f"{cam}/jsonl" not in self.failed:
+                try:
+                    jw.write(frame_record(frame))
+                except Fenced:
+                    raise
+                except Exception as e:
+                    self._fail(cam, "jsonl", e)
+        except Fenced as e:
+            self._fence(cam, e)
+
+    def _fence(self, cam: str, why: Fenced) -> None:
+        """Another writer owns the camera now: stop, leaving its files as they are."""
+        self.fenced.add(cam)
+        log.error("camera %s: its outputs moved to another writer; this one stops writing (%s)", cam, why)
+        writer = self.video.get(cam)
+        if writer is not None:
+            self._close_quietly(writer)  # its file sees no more bytes: the lease refuses them
         jw = self.jsonl.get(cam)
-        if jw is not None and f"{cam}/jsonl" not in self.failed:
-            try:
-                jw.write(frame_record(frame))
-            except Exception as e:
-                self._fail(cam, "jsonl", e)
+        if jw is not None:
+            jw.discard()
 
     def close(self, cam: str, last: bool) -> None:
         """Finalise a camera's files; `last`: no other camera is open (a shared file closes)."""
         writer = self.video.get(cam)
-        if writer is not None and f"{cam}/video" not in self.failed:
-            try:
-                writer.close()
-            except Exception as e:
-                self._fail(cam, "video", e)
-        with self._lock:
-            jw = self.jsonl.pop(cam, None)
+        try:
+            if writer is not None and f"{cam}/video" not in self.failed and cam not in self.fenced:
+                try:
+                    writer.close()
+                except Fenced:
+                    raise
+                except Exception as e:
+                    self._fail(cam, "video", e)
+            with self._lock:
+                jw = self.jsonl.pop(cam, None)
+                self.video.pop(cam, None)
+                if jw is not None and jw is not self._shared_jsonl:
+                    jw.close()
+                if last and self._shared_jsonl is not None:
+                    self._shared_jsonl.close()
+        except Fenced as e:
+            self._fence(cam, e)
+        finally:
             self.video.pop(cam, None)
-            if jw is not None and jw is not self._shared_jsonl:
-                jw.close()
-            if last and self._shared_jsonl is not None:
-                self._shared_jsonl.close()
+            self.jsonl.pop(cam, None)
+            self.metrics.outputs_closed(cam)
 
     def _fail(self, cam: str, output: str, error: BaseException) -> None:
         why = f"{type(error).__name__}: {getattr(error, 'strerror', None) or error}"

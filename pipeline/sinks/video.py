@@ -10,6 +10,8 @@ Conversion uses OpenCV's BGR->I420 (about 2x cheaper than PyAV's own conversion)
 A hardware encoder (`codec: h264_nvenc`) that cannot open falls back to libx264.
 `fragmented` writes fragmented MP4 flushed about every second (the default for live
 cameras, which may run for months): even a killed process leaves a playable file.
+A writer under a lease (a camera that may move between machines) writes through
+`LeasedFile`, which checks the lease before any byte reaches the disk.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import logging
 import os
 import tempfile
 from fractions import Fraction
+from typing import Callable
 
 import av
 import cv2
@@ -81,15 +84,48 @@ def segment_path(path: str, segment: int) -> str:
     return f"{stem}.part{segment}{ext}"
 
 
+class LeasedFile:
+    """The file FFmpeg writes into, for a writer under a lease: each write (a fragment,
+    the header, the index) checks the lease first; once refused, nothing more is written
+    and the reason waits in `refused` for the writer to raise."""
+
+    def __init__(self, path: str, lease: Callable[[], None]):
+        self.lease = lease
+        self.refused: BaseException | None = None
+        self._file = open(path, "wb")
+
+    def write(self, data: bytes) -> int:
+        if self.refused is None:
+            try:
+                self.lease()
+            except Exception as e:
+                self.refused = e
+        if self.refused is None:
+            self._file.write(data)
+            self._file.flush()
+        return len(data)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._file.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def close(self) -> None:
+        self._file.close()
+
+
 class VideoWriter:
     def __init__(self, path: str, config: VideoOutputConfig, encoder_threads: int = 1, fragmented: bool = False,
-                 segment: int = 0):
+                 segment: int = 0, lease: Callable[[], None] | None = None):
         self.path = path
         self.fragmented = fragmented
         self.config = config
         self.codec = config.codec
         self.encoder_threads = encoder_threads
         self.segment = segment  # a camera resumed elsewhere continues in its next segment
+        self.lease = lease  # raises once another writer owns the camera's outputs
+        self._file: LeasedFile | None = None
         self._container: av.container.OutputContainer | None = None
         self._stream = None
         self._size: tuple[int, int] | None = None
@@ -127,8 +163,12 @@ class VideoWriter:
             return av.open(path, "w")
         # Fragmented MP4, each fragment (~1 s) written out as it completes: a process that
         # is killed outright (power loss, OOM killer, kill -9) still leaves a playable file.
-        return av.open(path, "w", options={"movflags": "frag_keyframe+empty_moov+default_base_moof",
-                                           "frag_duration": "1000000", "flush_packets": "1"})
+        options = {"movflags": "frag_keyframe+empty_moov+default_base_moof", "frag_duration": "1000000",
+                   "flush_packets": "1"}
+        if self.lease is None:
+            return av.open(path, "w", options=options)
+        self._file = LeasedFile(path, self.lease)
+        return av.open(self._file, "w", format="mov" if path.endswith(".mov") else "mp4", options=options)
 
     def _add_stream(self, container, codec: str, frame: Frame, width: int, height: int):
         """An opened encoder stream: opening here (not at the first packet) is what lets a
@@ -156,6 +196,8 @@ class VideoWriter:
         assert self._container is not None and self._stream is not None
         for packet in self._stream.encode(vf):
             self._container.mux(packet)
+        if self._file is not None and self._file.refused is not None:
+            raise self._file.refused
 
     def _pts(self, frame: Frame) -> int:
         assert self._time_base is not None
@@ -182,4 +224,9 @@ class VideoWriter:
         finally:
             self._container.close()
             self._container, self._stream = None, None
+            if self._file is not None:
+                self._file.close()
+                refused, self._file = self._file.refused, None
+                if refused is not None:
+                    raise refused
 

@@ -23,8 +23,8 @@ import av
 
 from pipeline.config import SourceConfig
 from pipeline.errors import one_line
-from pipeline.frames import EndOfStream, Frame, Item
-from pipeline.metrics.registry import CameraStats, Metrics
+from pipeline.frames import EndOfStream, Frame, Item, Resume
+from pipeline.metrics.registry import CameraState, CameraStats, Metrics
 from pipeline.preprocess import Preprocessor
 from pipeline.runtime.queues import QueueClosed
 from pipeline.runtime.stage import RunControl
@@ -43,7 +43,7 @@ class VideoSource:
     def __init__(self, config: SourceConfig, preprocess: Preprocessor, put: Callable[[Item], None],
                  metrics: Metrics, control: RunControl, max_frames: int | None = None,
                  room: Callable[[], None] | None = None, read_done: Callable[[], None] | None = None,
-                 start_at: int = 0):
+                 start_at: int = 0, resume: Resume | None = None):
         self.config = config
         self.camera = config.id
         self.preprocess = preprocess
@@ -53,7 +53,9 @@ class VideoSource:
         self.max_frames = max_frames
         self.room = room  # files: wait for a turn (room in the lane) before reading the next frame
         self.read_done = read_done  # ... and end the turn once that frame is handed over (or skipped)
-        self.start_at = start_at  # frames before it were processed elsewhere (a camera resumed)
+        # where it picks up: frames of its file processed elsewhere, and where its numbering
+        # and timeline continue (`max_frames` counts the frames of the id across moves)
+        self.resume = resume or Resume(start_at=start_at)
         self.stop_event = threading.Event()  # this camera only (removed while the others go on)
         self.stats: CameraStats = metrics.camera(self.camera)
         self.gate = FrameGate(config.stride, config.max_fps)
@@ -61,7 +63,8 @@ class VideoSource:
         self.timeline: Timeline | None = None
         self.paced = config.realtime or (bool(config.live) and not config.network)
         self._next_due: float | None = None  # paced: when the next frame is about due
-        self._seq = 0
+        self._seq = self.resume.seq  # the next frame's number
+        self._time_offset: int | None = None  # the resumed timeline's start, in the output time base
         self._thread = threading.Thread(target=self._run, name=f"source-{self.camera}", daemon=True)
 
     def start(self) -> None:
@@ -78,9 +81,10 @@ class VideoSource:
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
 
-    def _state(self, state: str, detail: str = "", trouble: bool = False) -> None:
+    def _state(self, state: CameraState, detail: str = "", trouble: bool = False) -> None:
         if self.metrics.camera_state(self.camera, state, detail):
-            log_fn = log.error if state == "failed" else log.warning if trouble or state == "reconnecting" else log.info
+            log_fn = log.error if state == CameraState.FAILED else log.warning \
+                if trouble or state == CameraState.RECONNECTING else log.info
             log_fn("camera %s: %s%s", self.camera, state, f" ({detail})" if detail else "")
 
     def _wait(self, seconds: float) -> None:
@@ -109,16 +113,16 @@ class VideoSource:
                 eos.reason = "stopped"
         except SourceError as e:
             eos.reason, eos.error = "failed", str(e)
-            self._state("failed", str(e))
+            self._state(CameraState.FAILED, str(e))
         except QueueClosed:
             return
         except Exception as e:  # a bug or an unexpected library error: contain it to this camera
             eos.reason, eos.error = "failed", one_line(e)
-            self._state("failed", eos.error)
+            self._state(CameraState.FAILED, eos.error)
             log.exception("camera %s: source crashed", self.camera)
         self.stats.downtime_s = self.reconnect.total_downtime()
         if eos.reason != "failed":
-            self._state("ended", self._ended_detail(eos.reason))
+            self._state(CameraState.ENDED, self._ended_detail(eos.reason))
         try:
             self.put(eos)
         except QueueClosed:
@@ -134,11 +138,11 @@ class VideoSource:
 
     def _run_file(self) -> None:
         """Read the file once, or over and over with `loop` (timestamps keep increasing)."""
-        self._state("connecting")
+        self._state(CameraState.CONNECTING)
         while True:
             connection = Connection(self.config, self._bad_packet)
             try:
-                self._state("streaming")
+                self._state(CameraState.STREAMING)
                 assert self.timeline is not None
                 self.timeline.new_connection()
                 try:
@@ -162,7 +166,7 @@ class VideoSource:
     def _run_live(self) -> None:
         rc = self.reconnect
         while not self._stopping():
-            self._state("reconnecting" if rc.streamed else "connecting", self.stats.detail)
+            self._state(CameraState.RECONNECTING if rc.streamed else CameraState.CONNECTING, self.stats.detail)
             why = ""
             try:
                 connection = Connection(self.config, self._bad_packet)
@@ -182,8 +186,8 @@ class VideoSource:
             if rc.gave_up():
                 raise SourceError(f"no frame for {rc.down_for():.1f}s (give_up_s={rc.config.give_up_s:g}): {why}")
             delay = rc.next_delay()
-            self._state("reconnecting" if rc.streamed else "connecting", f"{why}; retrying in {delay:.1f}s",
-                        trouble=True)
+            self._state(CameraState.RECONNECTING if rc.streamed else CameraState.CONNECTING,
+                        f"{why}; retrying in {delay:.1f}s", trouble=True)
             self._wait(delay)
 
     # -- frames -------------------------------------------------------------------------
@@ -205,8 +209,8 @@ class VideoSource:
             if self.config.network:
                 self.reconnect.frame()
                 self.stats.reconnects = self.reconnect.reconnects
-                if self.stats.state != "streaming":
-                    self._state("streaming")
+                if self.stats.state != CameraState.STREAMING:
+                    self._state(CameraState.STREAMING)
             self._emit(vf, connection)
             if self.read_done is not None:
                 self.read_done()
@@ -228,8 +232,11 @@ class VideoSource:
         self._seq += 1
         tb = self.timeline.time_base(connection.time_base)
         pts = self.timeline.pts(vf.pts, connection.time_base, connection.rate)
+        if self._time_offset is None:  # a resumed live camera (or returning id) continues its timeline
+            self._time_offset = round(self.resume.time_s / tb) - pts if self.resume.time_s else 0
+        pts += self._time_offset
         reason = self.gate.reject(seq, float(pts * tb))  # also for skipped frames: the same frames are kept
-        if seq < self.start_at:
+        if seq < self.resume.start_at:
             return  # processed before this camera moved here
         self.metrics.frame_in(self.camera)
         if reason:

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.cluster.driver import ClusterDriver, HostState, direct_call
+from dataclasses import replace
+
+from pipeline.cluster.driver import ClusterDriver, HostGone, HostState, direct_call
 from pipeline.cluster.placement import CameraLoad, CostModel, Host, hosts_needed, place
+from pipeline.cluster.status import HostStatus
 from pipeline.config import parse_config
-from pipeline.metrics.histogram import Histogram
 
 MODEL = CostModel()
 
@@ -35,12 +37,14 @@ def test_hosts_needed_for_a_fleet():
 
 
 class FakeHost:
-    """A host that runs nothing: it reports its cameras as streaming until told to end them."""
+    """A host that runs nothing: it reports its cameras as streaming until told to end
+    them; `dead` answers as a dead actor does, `hung` as one that does not answer."""
 
-    def __init__(self, name: str):
-        self.name, self.cameras, self.dead = name, {}, False
+    def __init__(self, name: str, log: list):
+        self.name, self.cameras, self.dead, self.hung, self.log = name, {}, False, False, log
 
     def add(self, source, resume):
+        self.log.append(("add", self.name, source.id))
         self.cameras[source.id] = {"state": "streaming", "processed": 0, "dropped": {}, "errors": 0, "fps": 0.0,
                                    "latency": {"p50_ms": None, "p99_ms": None}, "resume": resume}
 
@@ -49,13 +53,19 @@ class FakeHost:
 
     def status(self):
         if self.dead:
-            raise type("ActorDiedError", (Exception,), {})("gone")
-        return {"host": self.name, "node": "n-" + self.name, "cameras": self.cameras,
-                "open": [c for c, v in self.cameras.items() if v["state"] not in ("ended", "failed")],
-                "latency_counts": [0] * len(Histogram().counts), "latency_total": 0.0, "latency_max": 0.0, "engines": {},
-                "cpu_percent": 1.0}
+            raise HostGone("ActorDiedError")
+        if self.hung:
+            raise TimeoutError("no answer")
+        return HostStatus(self.name, "n-" + self.name, self.cameras,
+                          [c for c, v in self.cameras.items() if v["state"] not in ("ended", "failed")])
 
 
+def driver_of(config, fakes: dict, **options) -> ClusterDriver:
+    def kill(host: HostState) -> None:
+        fakes[host.name].dead = True
+        fakes[host.name].log.append(("kill", host.name))
+
+    return ClusterDriver(config, [HostState(n, f, 1000) for n, f in fakes.items()], direct_call, kill, **options)
 
 
 @pytest.fixture
@@ -68,38 +78,65 @@ def live_config(tmp_path):
 
 
 def test_a_lost_hosts_cameras_move_to_the_survivors(live_config):
-    fakes = {n: FakeHost(n) for n in ("h0", "h1", "h2")}
-    driver = ClusterDriver(live_config, [HostState(n, f, 1000) for n, f in fakes.items()], direct_call)
+    log: list = []
+    fakes = {n: FakeHost(n, log) for n in ("h0", "h1", "h2")}
+    driver = driver_of(live_config, fakes)
     driver.start()
     assert sorted(len(f.cameras) for f in fakes.values()) == [2, 2, 2]
     lost = set(fakes["h1"].cameras)
     fakes["h1"].dead = True
     driver.poll()
-    assert not driver.hosts["h1"].alive and "host h1 on ? lost" in driver.events[0]
+    assert not driver.hosts["h1"].alive and "host h1 on ? lost (ActorDiedError)" in driver.incidents[0]
     moved = {c for n in ("h0", "h2") for c in fakes[n].cameras} & lost
     assert moved == lost and sorted(len(fakes[n].cameras) for n in ("h0", "h2")) == [3, 3]
     for cam in lost:  # live cameras continue from now, in their next video segment, appending their JSON lines
         host = next(f for f in fakes.values() if not f.dead and cam in f.cameras)
-        assert host.cameras[cam]["resume"].append and host.cameras[cam]["resume"].start_at == 0
+        resume = host.cameras[cam]["resume"]
+        assert resume.append and resume.start_at == 0 and resume.epoch == 3  # start 1, fenced 2, moved 3
     snap = driver.snapshot()
     assert {c["host"] for c in snap["cameras"].values()} == {"h0", "h2"}
     assert all(c["moves"] == 1 for cam, c in snap["cameras"].items() if cam in lost)
 
 
+def test_a_hung_host_is_killed_before_its_cameras_move(live_config):
+    log: list = []
+    fakes = {n: FakeHost(n, log) for n in ("h0", "h1")}
+    driver = driver_of(live_config, fakes, host_timeout_s=0.0)
+    driver.start()
+    fakes["h0"].hung = True
+    driver.poll()
+    assert "no answer for" in driver.incidents[0]
+    kill = log.index(("kill", "h0"))
+    assert kill < min(i for i, e in enumerate(log) if e[0] == "add" and e[1] == "h1" and i > len(live_config.sources))
+    assert len(fakes["h1"].cameras) == 6
+
+
+def test_placement_counts_only_the_cameras_still_running(live_config):
+    log: list = []
+    fakes = {n: FakeHost(n, log) for n in ("h0", "h1")}
+    driver = driver_of(live_config, fakes)
+    driver.start()
+    for cam in list(fakes["h1"].cameras):  # h1's cameras end; h0's go on (h0 wins a tie by name)
+        driver.remove(cam)
+    driver.poll()
+    driver.add([replace(live_config.sources[0], id="extra")])
+    assert "extra" in fakes["h1"].cameras
+
+
 def test_the_run_is_finished_when_every_camera_ended(live_config):
-    fake = FakeHost("h0")
-    driver = ClusterDriver(live_config, [HostState("h0", fake, 1000)], direct_call)
+    fakes = {"h0": FakeHost("h0", [])}
+    driver = driver_of(live_config, fakes)
     driver.start()
     driver.poll()
     assert not driver.finished()
-    for cam in list(fake.cameras):
+    for cam in list(fakes["h0"].cameras):
         driver.remove(cam)
     driver.poll()
     assert driver.finished()
 
 
 def test_a_camera_cannot_run_twice(live_config):
-    driver = ClusterDriver(live_config, [HostState("h0", FakeHost("h0"), 1000)], direct_call)
+    driver = driver_of(live_config, {"h0": FakeHost("h0", [])})
     driver.start()
     with pytest.raises(ValueError, match="already running"):
         driver.add([live_config.sources[0]])

@@ -1,0 +1,192 @@
+"""The one run loop: `pipeline run`, `pipeline run --cluster` and library users run a
+graph (a `Pipeline`, or the cluster's driver) through `run()`, so the progress line, the
+signals, the summary, the report and the exit status mean the same everywhere.
+
+Exit status: 0 done; 1 every camera failed, an output could not be written, or an event
+was lost; 2 bad configuration or a start-up failure (`StartupError`: a port in use, an
+output folder held by another run); 130 interrupted by a signal (outputs finalised).
+Signals: the first stops the cameras and drains what is under way; the second aborts
+(queued work discarded, files finalised at once); once the files are final, signals are
+ignored.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+from pipeline.errors import StartupError
+from pipeline.metrics.report import progress_line, summary_table
+from pipeline.redact import redact, redact_data
+
+log = logging.getLogger("pipeline")
+
+DONE, FAILED, BAD_INPUT, INTERRUPTED = 0, 1, 2, 130
+LOCK_FILE = ".pipeline.lock"
+
+
+class Runner(Protocol):
+    """What `run` drives: `Pipeline` (one process) and `ClusterRun` (hosts on Ray)."""
+
+    def start(self) -> None: ...
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+    def stop(self, abort: bool = False) -> None: ...
+
+    def close(self, timeout: float = 30.0) -> None: ...
+
+    def snapshot(self) -> dict: ...
+
+    @property
+    def outputs_failed(self) -> dict[str, str]: ...
+
+
+@dataclass
+class RunOptions:
+    report: str | None = None            # write the final snapshot here as JSON
+    progress: bool = False               # a progress line that rewrites itself (a terminal)
+    log_interval_s: float = 10.0         # else a progress log line this often
+    prometheus_port: int | None = None   # serve the snapshot as Prometheus metrics while running
+
+
+def events_lost(snap: dict) -> int:
+    """Events that never reached their destination (dropped, or still waiting at the end)."""
+    return sum(d.get("dropped", 0) + d.get("waiting", 0) for d in (snap.get("events") or {}).values())
+
+
+def exit_status(snap: dict, outputs_failed: dict[str, str], interrupted: bool) -> int:
+    """The run's exit status (see the module's docstring): the one place it is decided."""
+    if interrupted:
+        return INTERRUPTED
+    cams = snap["cameras"].values()
+    if outputs_failed or events_lost(snap) or (cams and all(c["state"] == "failed" for c in cams)):
+        return FAILED
+    return DONE
+
+
+class OutputLock:
+    """An exclusive advisory lock on the output folder for the whole run (the OS releases
+    it when the process dies): two runs never write one folder. The lock file names the
+    holder's pid and goes when the run ends; a run that locked a file just unlinked by
+    the run before it locks the new one instead."""
+
+    def __init__(self, folder: str):
+        self.path = os.path.join(folder, LOCK_FILE)
+        self._fd: int | None = None
+
+    def __enter__(self) -> "OutputLock":
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+                os.close(fd)
+                raise StartupError(f"outputs.dir: {os.path.dirname(self.path)} is in use by another run "
+                                   f"(pid {holder}); give this one another --output") from None
+            try:
+                if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)  # the run before removed it meanwhile: lock the one there now
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        if self._fd is not None:
+            os.unlink(self.path)
+            os.close(self._fd)  # closing releases the lock
+            self._fd = None
+
+
+class Signals:
+    """SIGINT / SIGTERM while running: the first drains, the second aborts."""
+
+    def __init__(self, runner: Runner):
+        self.runner = runner
+        self.count = 0
+        self.installed = False
+
+    def __enter__(self) -> "Signals":
+        self.installed = threading.current_thread() is threading.main_thread()  # Python's rule for handlers
+        for s in (signal.SIGINT, signal.SIGTERM) if self.installed else ():
+            signal.signal(s, self._on_signal)
+        return self
+
+    def _on_signal(self, signum: int, _frame) -> None:
+        self.count += 1
+        name = signal.Signals(signum).name
+        if self.count == 1:
+            log.warning("%s: stopping the cameras and draining (again to abort faster)", name)
+            self.runner.stop()
+        else:
+            log.warning("%s again: aborting, finalising the output files now", name)
+            self.runner.stop(abort=True)
+
+    def __exit__(self, *_exc) -> None:
+        for s in (signal.SIGINT, signal.SIGTERM) if self.installed else ():  # the files are final: a late signal changes nothing now
+            signal.signal(s, signal.SIG_IGN)
+
+
+def watch(runner: Runner, options: RunOptions) -> None:
+    """Until every camera is done: the progress line (terminal) or a periodic log line."""
+    last_log = time.monotonic()
+    try:
+        while not runner.wait(0.5):
+            snap = redact_data(runner.snapshot())
+            if options.progress:
+                print("\r\x1b[2K" + progress_line(snap)[:200], end="", file=sys.stderr, flush=True)
+            elif time.monotonic() - last_log >= options.log_interval_s:
+                log.info(progress_line(snap))
+                last_log = time.monotonic()
+    finally:
+        if options.progress:
+            print(file=sys.stderr)
+
+
+def write_report(path: str, snap: dict) -> None:
+    try:
+        with open(path, "w") as f:
+            json.dump(snap, f, indent=2)
+        log.info("report written to %s", redact(path))
+    except OSError as e:
+        log.error("metrics.report: could not write %s: %s", redact(path), e.strerror or e)
+
+
+def run(runner: Runner, options: RunOptions) -> int:
+    """Run to the end (or a signal): the summary on stdout, the report, the exit status.
+    `runner` is built and not started; it is closed here whatever happens."""
+    exporter = None
+    try:
+        if options.prometheus_port is not None:
+            from pipeline.metrics.prometheus import PrometheusExporter
+
+            exporter = PrometheusExporter(runner.snapshot, options.prometheus_port)
+            log.info("metrics on http://127.0.0.1:%d/metrics", exporter.port)
+    except BaseException:
+        runner.close()
+        raise
+    with Signals(runner) as signals:
+        try:
+            runner.start()
+            watch(runner, options)
+        finally:
+            runner.close(timeout=5.0 if signals.count > 1 else 30.0)
+    if exporter is not None:
+        exporter.close()
+    snap = redact_data(runner.snapshot())
+    print(summary_table(snap))
+    if options.report:
+        write_report(options.report, snap)
+    return exit_status(snap, runner.outputs_failed, signals.count > 0)
