@@ -122,6 +122,11 @@ def open_models(config: Config, picture: np.ndarray | None = None) -> tuple[dict
         problems += found
         if not found:
             sessions[name] = session
+            line = model.from_file_line()
+            if line:
+                import logging
+
+                logging.getLogger("pipeline.preflight").info("%s", line)
     return sessions, problems
 
 

@@ -112,18 +112,24 @@ class EngineConfig:
 class ModelConfig:
     name: str = internal("")
     path: str = option(read=read_file, doc="the ONNX file (relative to the config)")
-    layout: Layout = option(doc="output layout: `yolox` raw head, `yolov5`, `yolov8` (also v11), `e2e` (NMS "
-                                "inside), `classifier`")
-    input_size: tuple[int, int] = option(read=read_size, doc="model input: an integer or [width, height]")
-    color: Literal["bgr", "rgb"] = option("bgr", doc="channel order the model wants")
-    scale: float = option(1.0, doc="input value = (pixel * scale - mean) / std")
+    layout: Layout | None = option(None, shown="from the file",
+                                   doc="output layout: `yolox` raw head, `yolov5`, `yolov8` (also v11), `e2e` (NMS "
+                                       "inside), `classifier` (default: what the output shape and metadata tell)")
+    input_size: tuple[int, int] | None = option(None, read=read_size, shown="from the file",
+                                                doc="model input: an integer or [width, height] (default: the "
+                                                    "file's fixed input shape, else its `imgsz` metadata)")
+    color: Literal["bgr", "rgb"] | None = option(None, shown="`bgr`; Ultralytics export: `rgb`",
+                                                 doc="channel order the model wants")
+    scale: float | None = option(None, shown="`1.0`; Ultralytics export: 1/255",
+                                 doc="input value = (pixel * scale - mean) / std")
     mean: tuple[float, float, float] = option((0.0, 0.0, 0.0), read=read_triple,
                                               doc="a number or 3 numbers in the model's colour order")
     std: tuple[float, float, float] = option((1.0, 1.0, 1.0), read=read_triple, doc="a number or 3 numbers")
     letterbox: Literal["top_left", "center", "stretch", "center_crop"] | None = option(
-        None, shown="`top_left`; classifier: `stretch`", doc="how a picture is fitted into the input")
+        None, shown="`top_left`; classifier: `stretch`; Ultralytics export: `center`",
+        doc="how a picture is fitted into the input")
     pad_value: int = option(114, check=within(0, 255), doc="letterbox padding grey level")
-    labels: list[str] = option(factory=list, read=read_labels, shown="none",
+    labels: list[str] = option(factory=list, read=read_labels, shown="the file's `names`, else none",
                                doc="class names: a text file (one per line), a JSON list, or a YAML list")
     score_threshold: float = option(0.3, check=within(0, 1), doc="detections below this score are dropped")
     nms_iou: float = option(0.45, check=lambda v: None if 0 < v <= 1 else f"must be within 0..1, got {v}",
@@ -136,7 +142,20 @@ class ModelConfig:
     batching: BatchingConfig = option(factory=BatchingConfig, doc="dynamic batching")
     engine: EngineConfig = option(factory=EngineConfig, doc="the ONNX Runtime session and its dispatch")
 
+    unset: frozenset[str] = internal(frozenset())
+    from_file: dict[str, str] | None = internal(None)
+
+    def __post_init__(self) -> None:
+        """Settings left out keep plain defaults until `finish` asks the file for better ones
+        (a record built in code, without `finish`, is complete as it is)."""
+        self.unset = frozenset(k for k in ("color", "scale", "letterbox") if getattr(self, k) is None)
+        self.color = self.color or "bgr"
+        self.scale = 1.0 if self.scale is None else self.scale
+        if self.letterbox is None and self.layout is not None:
+            self.letterbox = "stretch" if self.layout == "classifier" else "top_left"
+
     def finish(self, r: Reader, path: str) -> None:
+        self._from_file(r, path)
         if self.letterbox is None:
             self.letterbox = "stretch" if self.layout == "classifier" else "top_left"
         if any(s == 0 for s in self.std):
@@ -145,6 +164,43 @@ class ModelConfig:
             for i, c in enumerate(self.classes):
                 if c not in self.labels:
                     r.problem(f"{path}.classes[{i}]", f"unknown class {c!r} (not in labels)")
+
+    def _from_file(self, r: Reader, path: str) -> None:
+        """Fill what the config leaves out from what the ONNX file says (`from_file` keeps
+        why, for the start-up line); `layout` and `input_size` are required only where
+        the file cannot tell."""
+        from pipeline.modelfile.defaults import file_defaults
+        from pipeline.modelfile.metadata import MetadataError, ModelFileError, read_model_file
+
+        reported = {p.split(":", 1)[0] for p in r.problems}
+        required = {k for k in ("layout", "input_size") if getattr(self, k) is None and f"{path}.{k}" not in reported}
+        wanted = set(self.unset) | required | (set() if self.labels else {"labels"})
+        if not self.path:
+            for k in sorted(required):
+                r.problem(f"{path}.{k}", "required")
+            return
+        try:
+            found = file_defaults(read_model_file(self.path), wanted, self.output, self.layout)
+        except ModelFileError as e:
+            if required or isinstance(e, MetadataError):
+                r.problem(f"{path}.path", str(e))
+            return
+        self.from_file = {}
+        for key, supplied in found.values.items():
+            setattr(self, key, supplied.value)
+            self.from_file[key] = supplied.why
+        for key in sorted(required - set(found.values)):
+            r.problem(f"{path}.{key}", f"required: {found.missing.get(key, 'the file does not tell')}")
+
+    def from_file_line(self) -> str | None:
+        """The start-up line naming the settings that came from the ONNX file (None: none did)."""
+        if not self.from_file:
+            return None
+        shown = {"labels": f"{len(self.labels)} names ({', '.join(self.labels[:3])}{', ...' if len(self.labels) > 3 else ''})",
+                 "input_size": f"{self.input_size[0]}x{self.input_size[1]}" if self.input_size else "",
+                 "scale": f"{self.scale:.6g}"}
+        parts = [f"{k} {shown.get(k, getattr(self, k))} ({why})" for k, why in self.from_file.items()]
+        return f"models.{self.name}: from the file {Path(self.path).name}: {'; '.join(parts)}"
 
     @property
     def is_classifier(self) -> bool:

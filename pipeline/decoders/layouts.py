@@ -169,9 +169,9 @@ class DetectionDecoder:
         if not len(boxes):
             return None
         w, h = self.model.input_size
-        bw, bh = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
-        cx, cy = (boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore"):  # a misread layout gives inf - inf
+            bw, bh = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
+            cx, cy = (boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2
             bad = (~np.isfinite(boxes).all(axis=1) | (bw < 2) | (bh < 2) | (bw > 4 * w) | (bh > 4 * h)
                    | (cx < -0.5 * w) | (cx > 1.5 * w) | (cy < -0.5 * h) | (cy > 1.5 * h))
         if bad.mean() <= 0.5:

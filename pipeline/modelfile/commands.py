@@ -1,0 +1,98 @@
+"""`pipeline models inspect` and `pipeline models optimize`: their arguments in, their lines out.
+
+Exit status: 0 done; 1 a variant that agrees less than `--min-agreement` (not written);
+2 bad input (an unreadable file or clip, damaged metadata, a model the file cannot
+describe), one line each.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from pipeline.modelfile.metadata import ModelFileError
+
+
+def _errors(lines: list[str]) -> int:
+    for line in lines:
+        print(f"error: {line}", file=sys.stderr)
+    return 2
+
+
+def inspect_command(args: argparse.Namespace) -> int:
+    from pipeline.modelfile.inspect import inspect_model, load_picture, report
+
+    if not os.path.isfile(args.path):
+        return _errors([f"{args.path}: file not found"])
+    try:
+        picture, name = load_picture(args.picture)
+        print(report(inspect_model(args.path, picture, name)))
+    except (ModelFileError, ValueError) as e:
+        return _errors([str(e)])
+    return 0
+
+
+def model_settings(path: str, config: str | None, name: str | None) -> tuple[object, list[str]]:
+    """The model as a config would read it: only `path` (the file tells the rest), or the
+    settings of model `name` in `config` with this `path`."""
+    from pipeline.config import ConfigError, ModelConfig, load_yaml
+    from pipeline.config.schema import Reader
+
+    raw: dict = {}
+    base = Path.cwd()
+    if config:
+        try:
+            data = load_yaml(config)
+        except ConfigError as e:
+            return None, e.problems
+        models = (data or {}).get("models") or {}
+        if name not in models:
+            return None, [f"--model: {config} has no model {name!r} (models: {', '.join(map(str, models)) or 'none'})"]
+        raw = dict(models[name] or {})
+        base = Path(config).resolve().parent
+    raw["path"] = os.path.abspath(path)
+    r = Reader(base)
+    model = r.record(ModelConfig, raw, f"models.{name or Path(path).stem}", {"name": name or Path(path).stem})
+    return model, r.problems
+
+
+def optimize_command(args: argparse.Namespace) -> int:
+    from pipeline.bench.runner import cpu_name
+    from pipeline.engines.session import ModelError
+    from pipeline.modelfile.optimize import OptimizeError, optimize
+
+    if not os.path.isfile(args.path):
+        return _errors([f"{args.path}: file not found"])
+    if args.config and not args.model:
+        return _errors(["--model: which model of --config? (its name under `models`)"])
+    model, problems = model_settings(args.path, args.config, args.model)
+    missing = [c for c in args.calibrate if not os.path.isfile(c)]
+    problems += [f"--calibrate {c}: file not found" for c in missing]
+    if not 0 < args.min_agreement <= 1:
+        problems.append(f"--min-agreement: must be within 0..1, got {args.min_agreement}")
+    if problems:
+        return _errors(problems)
+    precision = "fp16" if args.fp16 else "int8"
+    stem = os.path.splitext(args.path)[0]
+    out = args.out or f"{stem}.{precision}.onnx"
+    threads = args.threads or os.cpu_count() or 1
+    try:
+        o = optimize(args.path, model, precision, args.calibrate, out, args.min_agreement, args.frames, threads)
+    except (OptimizeError, ModelError, ModelFileError) as e:
+        return _errors([str(e)])
+    before, after = o.speed
+    print(f"{precision} variant of {args.path}: {o.agreement.shows()} on {o.held_out_frames} held-out frames "
+          f"({o.calibration_frames} other frames calibrated)" if precision == "int8" else
+          f"{precision} variant of {args.path}: {o.agreement.shows()} on {o.held_out_frames} frames")
+    if o.kept_fp32:
+        print(f"kept float32: {len(o.kept_fp32)} node(s) ({', '.join(o.kept_fp32[:6])}{', ...' if len(o.kept_fp32) > 6 else ''})")
+    print(f"ms per frame, model alone, batch 1, {threads} thread(s) on {cpu_name()} (turns interleaved, median of 3 "
+          f"rounds): original {before.wall_ms:.1f} (CPU {before.cpu_ms:.1f}), {precision} {after.wall_ms:.1f} "
+          f"(CPU {after.cpu_ms:.1f}): {before.wall_ms / after.wall_ms:.2f}x wall, {before.cpu_ms / after.cpu_ms:.2f}x CPU")
+    if o.written is None:
+        print(f"error: agreement {o.agreement.score:.4f} is below --min-agreement {args.min_agreement}: "
+              f"{out} not written", file=sys.stderr)
+        return 1
+    print(f"written: {o.written}")
+    return 0

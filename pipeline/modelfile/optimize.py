@@ -1,0 +1,213 @@
+"""`pipeline models optimize`: fp16 and int8 variants of a model, written only when they agree.
+
+- fp16 (for GPUs): weights and compute in float16, inputs and outputs stay float32
+  (onnxconverter-common, `keep_io_types`), so the pipeline feeds it as before.
+- int8: static QDQ quantisation by ONNX Runtime, per-channel weights, activations
+  calibrated on frames sampled evenly across the given clips. Where plain int8 falls short
+  of the agreement asked for, the model's tail (the layers after its last convolution or
+  matrix product: box decode, sigmoid, concatenation, whose values span very different
+  ranges in one tensor) stays float32, then the last weighted layers too.
+
+Every other sampled frame calibrates; the ones in between are held out and measure the
+agreement (`agreement`), so the variant is never judged on the pictures it was tuned on.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field, replace
+from typing import Callable, Literal
+
+import numpy as np
+
+from pipeline.config import ModelConfig
+from pipeline.engines.session import create_session
+from pipeline.modelfile.agreement import Agreement, Runner, Speed, agreement, ms_per_frame
+from pipeline.preprocess import Preprocessor
+
+Precision = Literal["fp16", "int8"]
+WEIGHTED = {"Conv", "ConvTranspose", "MatMul", "Gemm"}
+
+
+class OptimizeError(Exception):
+    """Bad input to `optimize` (an unreadable clip, no frames); one line."""
+
+
+@dataclass
+class Outcome:
+    precision: Precision
+    agreement: Agreement
+    speed: tuple[Speed, Speed]            # the original's and the variant's
+    kept_fp32: list[str] = field(default_factory=list)
+    tries: list[str] = field(default_factory=list)  # each attempt and its agreement
+    calibration_frames: int = 0
+    held_out_frames: int = 0
+    written: str | None = None
+
+
+def sample_frames(clips: list[str], model: ModelConfig, count: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """`count` model inputs spread evenly across the clips, split alternately into
+    calibration and held-out frames."""
+    import av
+
+    pre = Preprocessor(model)
+    tensors: list[np.ndarray] = []
+    per_clip = max(2, count // max(len(clips), 1))
+    for clip in clips:
+        try:
+            with av.open(clip) as c:
+                total = c.streams.video[0].frames or _count_frames(clip)
+                wanted = set(np.linspace(0, max(total - 1, 0), min(per_clip, total)).round().astype(int).tolist())
+                for i, frame in enumerate(c.decode(video=0)):
+                    if i in wanted:
+                        tensors.append(pre(frame.to_ndarray(format="bgr24"))[0].numpy())
+        except (OSError, av.FFmpegError, IndexError) as e:
+            raise OptimizeError(f"--calibrate {clip}: cannot read frames ({type(e).__name__}: {e})") from None
+    if len(tensors) < 2:
+        raise OptimizeError(f"--calibrate: {len(tensors)} frame(s) in {', '.join(clips)}; need at least 2")
+    return tensors[0::2], tensors[1::2]
+
+
+def _count_frames(clip: str) -> int:
+    import av
+
+    with av.open(clip) as c:
+        return sum(1 for _ in c.decode(video=0))
+
+
+def to_fp16(src: str, dst: str) -> None:
+    import onnx
+    from onnxconverter_common import float16
+
+    model = float16.convert_float_to_float16(onnx.load(src), keep_io_types=True)
+    onnx.save(model, dst)
+
+
+class _Frames:
+    """Calibration frames for ONNX Runtime's calibrator, with a progress bar on stderr."""
+
+    def __init__(self, input_name: str, tensors: list[np.ndarray], show: bool):
+        self.input_name, self.tensors, self.show, self.next = input_name, tensors, show, 0
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        if self.next >= len(self.tensors):
+            if self.show and sys.stderr.isatty():
+                print(file=sys.stderr)
+            return None
+        self.next += 1
+        tty, n = sys.stderr.isatty(), len(self.tensors)
+        if self.show and (tty or self.next in {n * k // 4 for k in range(1, 5)}):  # a log: four lines
+            done = self.next * 30 // n
+            print(f"\rcalibrating [{'#' * done}{'.' * (30 - done)}] {self.next}/{n} frames",
+                  end="" if tty else "\n", file=sys.stderr, flush=True)
+        return {self.input_name: self.tensors[self.next - 1][None]}
+
+    def rewind(self) -> None:
+        self.next = 0
+
+
+def to_int8(src: str, dst: str, tensors: list[np.ndarray], keep_fp32: list[str], show: bool = True) -> None:
+    """`src` is the model as `prepare` left it (`keep_fp32` names its nodes)."""
+    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
+                                          quantize_static)
+
+    import onnxruntime as ort
+
+    frames = _Frames(ort.InferenceSession(src, providers=["CPUExecutionProvider"]).get_inputs()[0].name, tensors, show)
+    reader = type("FrameReader", (CalibrationDataReader,), {"get_next": lambda self: frames.get_next(),
+                                                             "rewind": lambda self: frames.rewind()})()
+    quantize_static(src, dst, reader, quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    calibrate_method=CalibrationMethod.MinMax, nodes_to_exclude=keep_fp32 or None,
+                    extra_options={"ActivationSymmetric": False, "WeightSymmetric": True})
+
+
+def prepare(src: str, dst: str) -> None:
+    """The model as quantisation wants it: opset >= 13 (per-channel `DequantizeLinear`
+    needs its `axis`), shapes inferred and the graph optimised (batch norms folded)."""
+    import onnx
+    from onnx import version_converter
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    model = onnx.load(src)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    if opset < 13:
+        onnx.save(version_converter.convert_version(model, 13), dst)
+        src = dst
+    quant_pre_process(src, dst, skip_symbolic_shape=True)
+
+
+def tail_steps(path: str) -> list[list[str]]:
+    """Ever larger sets of nodes to keep float32: none; the tail after the last weighted
+    layers on the way to each output; that tail and those layers."""
+    import onnx
+
+    g = onnx.load(path, load_external_data=False).graph
+    producer = {o: n for n in g.node for o in n.output}
+    tail: list[str] = []
+    last: list[str] = []
+    seen: set[str] = set()
+    stack = [o.name for o in g.output]
+    while stack:
+        node = producer.get(stack.pop())
+        if node is None or node.name in seen:
+            continue
+        seen.add(node.name)
+        if node.op_type in WEIGHTED:
+            last.append(node.name)
+            continue
+        tail.append(node.name)
+        stack.extend(node.input)
+    return [[], tail, tail + last]
+
+
+def optimize(path: str, model: ModelConfig, precision: Precision, clips: list[str], out: str,
+             min_agreement: float, frames: int = 128, threads: int | None = None, show: bool = True,
+             log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> Outcome:
+    """Make the variant, measure it on held-out frames, and write it to `out` only when it
+    agrees at least `min_agreement` (the outcome says either way)."""
+    threads = threads or os.cpu_count() or 1
+    calibration, held_out = sample_frames(clips, model, frames)
+    reference = Runner(model, create_session(model, threads))
+    folder = os.path.dirname(os.path.abspath(out))
+    tries: list[str] = []
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".optimize-") as tmp:
+        candidate, prepared = os.path.join(tmp, "variant.onnx"), os.path.join(tmp, "prepared.onnx")
+        if precision == "int8":
+            prepare(path, prepared)
+        for keep in (tail_steps(prepared) if precision == "int8" else [[]]):
+            if precision == "fp16":
+                to_fp16(path, candidate)
+            else:
+                to_int8(prepared, candidate, calibration, keep, show=show)
+            variant = Runner(model, create_session(replace(model, path=candidate), threads))
+            agreed = agreement(reference, variant, held_out)
+            tries.append(precision + (f" with {len(keep)} node(s) kept float32" if keep else "") +
+                         f": {agreed.shows()}")
+            log(tries[-1])
+            if agreed.score >= min_agreement:
+                break
+        speed = ms_per_frame([reference, variant], held_out)
+        outcome = Outcome(precision, agreed, (speed[0], speed[1]), keep, tries, len(calibration), len(held_out))
+        if agreed.score >= min_agreement:
+            _copy_metadata(path, candidate, precision)
+            os.replace(candidate, out)
+            outcome.written = out
+    return outcome
+
+
+def _copy_metadata(src: str, dst: str, precision: Precision) -> None:
+    """The variant describes itself as its source did (names, imgsz, ...), and says what it is."""
+    import onnx
+
+    source = {p.key: p.value for p in onnx.load(src, load_external_data=False).metadata_props}
+    model = onnx.load(dst)
+    props = {p.key: p.value for p in model.metadata_props}
+    props.update(source)
+    props["precision"] = precision
+    del model.metadata_props[:]
+    for key, value in props.items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, value
+    onnx.save(model, dst)
