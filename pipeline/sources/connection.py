@@ -1,6 +1,6 @@
 """One connection to a video: open it (timeouts, protocol options), pick its decoder
-(a named hardware decoder, falling back to FFmpeg's default), and decode it frame by
-frame while skipping what cannot be decoded.
+(the configured hardware decoder, or its sibling for the stream's codec, falling back to
+FFmpeg's default), and decode it frame by frame while skipping what cannot be decoded.
 
 A broken packet costs that packet only: it is counted and skipped. A stream that
 yields nothing decodable for `read_timeout_s` (a hung server, or a file that is garbage
@@ -9,11 +9,12 @@ reconnecting and a file by ending there.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
 
 import av
 
@@ -72,6 +73,52 @@ def frame_rate(stream) -> Fraction:
     return codec or _plausible(stream.guessed_rate) or _plausible(stream.base_rate) or Fraction(25)
 
 
+@functools.cache
+def ffmpeg_decoders() -> dict[str, str]:
+    """FFmpeg's video decoders, each with the codec it decodes (`hevc_cuvid` -> `hevc`)."""
+    decoders = {}
+    for name in av.codecs_available:
+        try:
+            codec = av.codec.Codec(name, "r")
+        except Exception:  # an encoder only
+            continue
+        if codec.type == "video":
+            decoders[name] = codec.canonical_name
+    return decoders
+
+
+@dataclass(frozen=True)
+class DecoderChoice:
+    """The decoder to try (None: FFmpeg's default, software, one) and why it is not the
+    configured one (None when it is, or when none is configured)."""
+
+    decoder: str | None
+    why: str | None = None
+
+
+def choose_decoder(codec: str, configured: str | None, decoders: Mapping[str, str]) -> DecoderChoice:
+    """The decoder for a stream of `codec`, given the configured one and FFmpeg's decoders
+    (name -> codec it decodes).
+
+    A hardware decoder decodes one codec: `h264_cuvid` opens on an HEVC stream and
+    decodes nothing. Hardware decoders are named `<codec>_<kind>` (`hevc_cuvid`,
+    `vp9_qsv`), so a configured decoder of another codec is swapped for the one of the
+    same kind for the stream's codec when FFmpeg has it; otherwise software decodes.
+    """
+    if configured is None:
+        return DecoderChoice(None)
+    if configured not in decoders:
+        return DecoderChoice(None, f"decoder {configured} is not one this FFmpeg has")
+    if decoders[configured] == codec:
+        return DecoderChoice(configured)
+    mismatch = f"decoder {configured} decodes {decoders[configured]}, the stream is {codec}"
+    kind = configured.rpartition("_")[2] if "_" in configured else None
+    siblings = sorted(d for d, c in decoders.items() if c == codec and kind and d.endswith(f"_{kind}"))
+    if siblings:
+        return DecoderChoice(siblings[0], mismatch)
+    return DecoderChoice(None, f"{mismatch} and FFmpeg has no {codec} decoder of its kind")
+
+
 @dataclass
 class DecodeStats:
     """What one connection decoded and skipped."""
@@ -81,11 +128,14 @@ class DecodeStats:
 
 
 class Connection:
-    """An open video: iterate `frames()`; `close()` when done."""
+    """An open video: iterate `frames()`; `close()` when done. `said` is the camera's set
+    of decoder warnings already logged: the caller keeps it across the connections of a
+    camera (loop passes, reconnects) so that each is said once."""
 
-    def __init__(self, config: SourceConfig, on_bad_packet: Callable[[str], None]):
+    def __init__(self, config: SourceConfig, on_bad_packet: Callable[[str], None], said: set[str] | None = None):
         self.config = config
         self.on_bad_packet = on_bad_packet
+        self._said = set() if said is None else said
         self.container = self._open()
         try:
             self.stream = self.container.streams.video[0]
@@ -123,20 +173,28 @@ class Connection:
         return container
 
     def _decoder(self) -> Callable:
-        """The configured decoder (e.g. h264_cuvid), falling back to FFmpeg's default one."""
+        """The configured decoder (e.g. h264_cuvid) or its sibling for the stream's codec,
+        falling back to FFmpeg's default one; a fallback is said in one warning line."""
         cfg, stream = self.config, self.stream
-        if cfg.decoder:
+        codec = stream.codec_context.codec.canonical_name
+        choice = choose_decoder(codec, cfg.decoder, ffmpeg_decoders() if cfg.decoder else {})
+        reasons = [choice.why] if choice.why else []
+        if choice.decoder:
             try:
-                ctx = av.CodecContext.create(cfg.decoder, "r")
+                ctx = av.CodecContext.create(choice.decoder, "r")
                 if stream.codec_context.extradata:
                     ctx.extradata = stream.codec_context.extradata
                 ctx.thread_count = cfg.thread_count
                 ctx.open()
-                log.info("camera %s: decoding with %s", cfg.id, cfg.decoder)
+                log.info("camera %s: decoding with %s%s", cfg.id, choice.decoder,
+                         f" ({choice.why})" if choice.why else "")
                 return ctx.decode
             except Exception as e:
-                log.warning("camera %s: decoder %s unavailable (%s); using %s", cfg.id, cfg.decoder, one_line(e),
-                            stream.codec_context.name)
+                reasons.append(f"decoder {choice.decoder} unavailable ({one_line(e)})")
+        warning = f"{'; '.join(reasons)}; decoding {codec} in software ({stream.codec_context.name})"
+        if reasons and warning not in self._said:
+            self._said.add(warning)
+            log.warning("camera %s: %s", cfg.id, warning)
         stream.codec_context.thread_count = cfg.thread_count
         if cfg.thread_count != 1:
             stream.thread_type = "AUTO"
