@@ -53,11 +53,12 @@ class Handler(BaseHTTPRequestHandler):
         try:
             super().handle()
         except GONE as e:
-            log.debug("%s went away mid-reply: %s", self.address_string(), one_line(e))
+            log.debug("%s went away: %s", self.address_string(), one_line(e))
             self.close_connection = True
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002
-        log.debug("%s %s", self.address_string(), format % args)
+        # the request line is the client's: its control characters are escaped, never written raw
+        log.debug("%s %s", self.address_string(), (format % args).translate(self._control_char_table))
 
     def send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8",
              headers: dict[str, str] | None = None) -> None:
@@ -139,7 +140,7 @@ class Handler(BaseHTTPRequestHandler):
             try:
                 self._stream_pictures(camera)
             except GONE as e:
-                log.debug("%s stopped watching %s: %s", self.address_string(), camera, one_line(e))
+                log.debug("%s went away from the stream of %s: %s", self.address_string(), camera, one_line(e))
 
     def _stream_pictures(self, camera: str) -> None:
         seq = -1

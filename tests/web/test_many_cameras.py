@@ -78,6 +78,14 @@ def test_twelve_cameras_all_show_pictures_and_the_figures_keep_updating(model_pa
         seqs = d.execute_script("return [...document.querySelectorAll('img.video')].map((i) => i.src)")
         time.sleep(3)
         later = d.execute_script("return [...document.querySelectorAll('img.video')].map((i) => i.src)")
+        d.set_window_size(1800, 400)  # now only the first row is in view: the others stop asking
+        time.sleep(1)
+        visible = {t.get_attribute("data-camera") for t in d.find_elements("css selector", ".tile")
+                   if d.execute_script("const r = arguments[0].getBoundingClientRect();"
+                                       "return r.top < window.innerHeight && r.bottom > 0", t)}
+        served = {cam: h.count for cam, h in p.web.view_latency.items()}
+        time.sleep(3)
+        served = {cam: h.count - served[cam] for cam, h in p.web.view_latency.items()}
     finally:
         d.quit()
     assert sorted(shown) == [f"cam{i:02d}" for i in range(CAMERAS)]
@@ -85,6 +93,8 @@ def test_twelve_cameras_all_show_pictures_and_the_figures_keep_updating(model_pa
     assert not black  # with a stream per tile, tiles 7-12 never got a picture
     assert "frames" in first and first != second  # the header kept refreshing
     assert all(a != b for a, b in zip(seqs, later))  # every tile's picture keeps changing
+    assert 0 < len(visible) < CAMERAS
+    assert all(served[cam] > 0 for cam in visible) and not any(served[cam] for cam in set(served) - visible)
 
 
 def test_the_mjpeg_stream_still_serves_one_camera(model_path, small_clip, running):

@@ -154,14 +154,18 @@ def test_the_cookie_carries_only_the_right_token_and_bearer_is_any_case(model_pa
 def test_a_client_that_vanishes_mid_reply_is_one_debug_line(model_path, sample_path, running, caplog, capfd):
     p = running(live_config(model_path, sample_path))
     with caplog.at_level(logging.DEBUG, logger="pipeline.web"):
-        for path in (b"/frame/street.jpg", b"/stream/street"):
-            c = socket.create_connection(("127.0.0.1", p.web.port))
+        for path, wait_for in ((b"/frame/street.jpg", b""), (b"/stream/street", b"\xff\xd8")):
+            c = socket.create_connection(("127.0.0.1", p.web.port), timeout=20)
             c.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+            got = b""
+            while wait_for not in got:  # the stream: gone once its first picture is under way
+                got += c.recv(4096)
             c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            c.close()  # a reset, with the answer not yet sent
+            c.close()  # a reset
         deadline = time.monotonic() + 30
         while len([r for r in caplog.records if "went away" in r.getMessage()]) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
+        time.sleep(1)  # a second line for one connection would come now
     gone = [r for r in caplog.records if "went away" in r.getMessage()]
     assert len(gone) == 2 and all(r.levelno == logging.DEBUG for r in gone)
     assert not [r for r in caplog.records if r.name == "pipeline.web" and r.levelno >= logging.WARNING]
