@@ -49,7 +49,9 @@ class SourceConfig:
     uri: str = option(read=read_uri, doc="a video file (relative to the config) or a URL (`rtsp://`, `http://`, ...)")
     live: bool | None = option(None, shown="true for URLs",
                                doc="a camera: reconnects, drops stale frames, fragmented MP4 output")
-    decoder: str | None = option(None, doc="a named FFmpeg decoder (e.g. `h264_cuvid`); falls back to software")
+    decoder: str | None = option(None, doc="a named FFmpeg decoder (e.g. `h264_cuvid`; a hardware decoder of another "
+                                           "codec than the stream's is swapped for the one of the stream's codec, "
+                                           "`hevc_cuvid` on HEVC); falls back to software")
     thread_count: int = option(1, check=non_negative, doc="FFmpeg decode threads (0: auto)")
     queue: QueueConfig = option(factory=QueueConfig, doc="the camera's lane in front of the detector")
     transport: Literal["tcp", "udp"] = option("tcp", doc="RTSP transport")
