@@ -33,9 +33,10 @@ def inspect_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def model_settings(path: str, config: str | None, name: str | None) -> tuple[object, list[str]]:
-    """The model as a config would read it: only `path` (the file tells the rest), or the
-    settings of model `name` in `config` with this `path`."""
+def model_settings(path: str, config: str | None, name: str | None, layout: str | None = None
+                   ) -> tuple[object, list[str]]:
+    """The model as a config would read it: only `path` (the file tells the rest; `layout`
+    where it cannot), or the settings of model `name` in `config` with this `path`."""
     from pipeline.config import ConfigError, ModelConfig, load_yaml
     from pipeline.config.schema import Reader
 
@@ -52,9 +53,23 @@ def model_settings(path: str, config: str | None, name: str | None) -> tuple[obj
         raw = dict(models[name] or {})
         base = Path(config).resolve().parent
     raw["path"] = os.path.abspath(path)
+    if layout:
+        raw["layout"] = layout
     r = Reader(base)
     model = r.record(ModelConfig, raw, f"models.{name or Path(path).stem}", {"name": name or Path(path).stem})
     return model, r.problems
+
+
+def _layout_by_inspection(path: str, problems: list[str]) -> tuple[object, list[str]]:
+    """Where the file alone cannot tell its layout, the one `inspect` finds on a picture."""
+    from pipeline.modelfile.inspect import inspect_model, load_picture
+
+    picture, name = load_picture(None)
+    found = inspect_model(path, picture, name)
+    if found.layout is None:
+        return None, problems
+    print(f"layout {found.layout}: {found.layout_why}")
+    return model_settings(path, None, None, found.layout)
 
 
 def optimize_command(args: argparse.Namespace) -> int:
@@ -67,6 +82,8 @@ def optimize_command(args: argparse.Namespace) -> int:
     if args.config and not args.model:
         return _errors(["--model: which model of --config? (its name under `models`)"])
     model, problems = model_settings(args.path, args.config, args.model)
+    if problems and not args.config and all(".layout: required" in p for p in problems):
+        model, problems = _layout_by_inspection(args.path, problems)
     missing = [c for c in args.calibrate if not os.path.isfile(c)]
     problems += [f"--calibrate {c}: file not found" for c in missing]
     if not 0 < args.min_agreement <= 1:

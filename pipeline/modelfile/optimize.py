@@ -4,9 +4,7 @@
   (onnxconverter-common, `keep_io_types`), so the pipeline feeds it as before.
 - int8: static QDQ quantisation by ONNX Runtime, per-channel weights, activations
   calibrated on frames sampled evenly across the given clips. Where plain int8 falls short
-  of the agreement asked for, the model's tail (the layers after its last convolution or
-  matrix product: box decode, sigmoid, concatenation, whose values span very different
-  ranges in one tensor) stays float32, then the last weighted layers too.
+  of the agreement asked for, ever more of the layers nearest the input stay float32.
 
 Every other sampled frame calibrates; the ones in between are held out and measure the
 agreement (`agreement`), so the variant is never judged on the pictures it was tuned on.
@@ -16,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Callable, Literal
 
@@ -27,7 +26,10 @@ from pipeline.modelfile.agreement import Agreement, Runner, Speed, agreement, ms
 from pipeline.preprocess import Preprocessor
 
 Precision = Literal["fp16", "int8"]
-WEIGHTED = {"Conv", "ConvTranspose", "MatMul", "Gemm"}
+# Where plain int8 falls short, these fractions of the graph nearest the input stay float32
+# in turn: the first layers see the raw 0..255 picture and the widest activation ranges,
+# and their error grows through everything after them.
+FP32_FRACTIONS = (0.05, 0.1, 0.2, 0.3)
 
 
 class OptimizeError(Exception):
@@ -80,8 +82,38 @@ def to_fp16(src: str, dst: str) -> None:
     import onnx
     from onnxconverter_common import float16
 
-    model = float16.convert_float_to_float16(onnx.load(src), keep_io_types=True)
+    model = onnx.load(src)
+    _unfold_half_weights(model)
+    with warnings.catch_warnings():  # one line per tiny weight rounded to float16's smallest step
+        warnings.simplefilter("ignore", UserWarning)
+        model = float16.convert_float_to_float16(model, keep_io_types=True)
     onnx.save(model, dst)
+
+
+def _unfold_half_weights(model) -> None:
+    """Weights stored as float16 and cast up to float32 by a `Cast` node (how the catalog
+    halves EfficientNet's file) become float32 weights again: the converter halves every
+    weight itself, and would leave such a `Cast` producing the wrong type."""
+    import onnx
+    from onnx import numpy_helper
+
+    g = model.graph
+    half = {i.name: i for i in g.initializer if i.data_type == onnx.TensorProto.FLOAT16}
+    kept, unfolded = [], set()
+    for node in g.node:
+        to = next((a.i for a in node.attribute if a.name == "to"), None)
+        if node.op_type == "Cast" and node.input[0] in half and to == onnx.TensorProto.FLOAT:
+            weight = numpy_helper.to_array(half[node.input[0]]).astype(np.float32)
+            g.initializer.append(numpy_helper.from_array(weight, node.output[0]))
+            unfolded.add(node.input[0])
+        else:
+            kept.append(node)
+    del g.node[:]
+    g.node.extend(kept)
+    used = {i for n in kept for i in n.input}
+    remaining = [i for i in g.initializer if i.name not in unfolded or i.name in used]
+    del g.initializer[:]
+    g.initializer.extend(remaining)
 
 
 class _Frames:
@@ -138,28 +170,13 @@ def prepare(src: str, dst: str) -> None:
     quant_pre_process(src, dst, skip_symbolic_shape=True)
 
 
-def tail_steps(path: str) -> list[list[str]]:
-    """Ever larger sets of nodes to keep float32: none; the tail after the last weighted
-    layers on the way to each output; that tail and those layers."""
+def fp32_steps(path: str, fractions: tuple[float, ...] = FP32_FRACTIONS) -> list[list[str]]:
+    """Ever more of the nodes nearest the input to keep float32 (graph order is
+    topological): none first, then each fraction of them."""
     import onnx
 
-    g = onnx.load(path, load_external_data=False).graph
-    producer = {o: n for n in g.node for o in n.output}
-    tail: list[str] = []
-    last: list[str] = []
-    seen: set[str] = set()
-    stack = [o.name for o in g.output]
-    while stack:
-        node = producer.get(stack.pop())
-        if node is None or node.name in seen:
-            continue
-        seen.add(node.name)
-        if node.op_type in WEIGHTED:
-            last.append(node.name)
-            continue
-        tail.append(node.name)
-        stack.extend(node.input)
-    return [[], tail, tail + last]
+    names = [n.name for n in onnx.load(path, load_external_data=False).graph.node]
+    return [[]] + [names[:max(1, round(len(names) * f))] for f in fractions]
 
 
 def optimize(path: str, model: ModelConfig, precision: Precision, clips: list[str], out: str,
@@ -169,6 +186,8 @@ def optimize(path: str, model: ModelConfig, precision: Precision, clips: list[st
     agrees at least `min_agreement` (the outcome says either way)."""
     threads = threads or os.cpu_count() or 1
     calibration, held_out = sample_frames(clips, model, frames)
+    if precision == "fp16":  # nothing is calibrated: every frame measures agreement
+        calibration, held_out = [], calibration + held_out
     reference = Runner(model, create_session(model, threads))
     folder = os.path.dirname(os.path.abspath(out))
     tries: list[str] = []
@@ -176,7 +195,7 @@ def optimize(path: str, model: ModelConfig, precision: Precision, clips: list[st
         candidate, prepared = os.path.join(tmp, "variant.onnx"), os.path.join(tmp, "prepared.onnx")
         if precision == "int8":
             prepare(path, prepared)
-        for keep in (tail_steps(prepared) if precision == "int8" else [[]]):
+        for keep in (fp32_steps(prepared) if precision == "int8" else [[]]):
             if precision == "fp16":
                 to_fp16(path, candidate)
             else:

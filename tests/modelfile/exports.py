@@ -80,3 +80,22 @@ def make_undescribed(src: str, dst: str) -> str:
     _set_metadata(m, {})
     onnx.save(m, dst)
     return dst
+
+
+def make_fp16_breaker(dst: str) -> str:
+    """A two-class 'classifier' whose weights (70,000 and 80,000) exceed float16's largest
+    number: in float32 class 1 always wins on a bright picture; in float16 both weights
+    become infinite and the answer changes."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.array([[7e4, 8e4]] * 3, np.float32), "w")]
+    nodes = [helper.make_node("ReduceMean", ["input"], ["mean"], axes=[2, 3], keepdims=0),
+             helper.make_node("MatMul", ["mean", "w"], ["logits"])]
+    graph = helper.make_graph(nodes, "fp16_breaker",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, 8, 8])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 2])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, dst)
+    return dst

@@ -1,0 +1,61 @@
+"""`pipeline models inspect` on every catalogued model and on an Ultralytics-style export:
+the right layout, size and names, and a model block that a config can take as it is."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from exports import make_ultralytics_style
+
+
+def inspect(path: str, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline", "models", "inspect", path, *extra], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120)
+
+
+def block(stdout: str) -> dict:
+    """The model block at the end of the answer, as a config would read it."""
+    return next(iter(yaml.safe_load(stdout[stdout.index("\nmodels:"):])["models"].values()))
+
+
+@pytest.mark.parametrize("file,layout,size,names,color", [
+    ("yolox_nano.onnx", "yolox", [416, 416], "80 names", "bgr"),
+    ("yolox_nano_v8layout.onnx", "yolov8", [416, 416], "80 names", "bgr"),
+    ("efficientnet_lite0.onnx", "classifier", [224, 224], "the file names no classes", "bgr"),
+    ("vehicle_color.onnx", "classifier", [32, 32], "the file names no classes", "bgr"),
+    ("ultralytics", "yolov8", [416, 416], "80 names", "rgb")])
+def test_inspect_tells_layout_size_and_names(tmp_path, model_path, file, layout, size, names, color):
+    path = make_ultralytics_style(model_path("yolox_nano_v8layout.onnx"), str(tmp_path / "yolov8n.onnx")) \
+        if file == "ultralytics" else model_path(file)
+    r = inspect(path)
+    assert r.returncode == 0, r.stderr
+    assert f"\nlayout: {layout} (" in r.stdout and names in r.stdout
+    m = block(r.stdout)
+    assert (m["path"], m["layout"], m["input_size"], m["color"]) == (path, layout, size, color)
+    if file == "ultralytics":
+        assert m["scale"] == pytest.approx(1 / 255) and m["letterbox"] == "center"
+        assert "metadata (ultralytics)" in r.stdout and "imgsz: 416x416" in r.stdout
+
+
+def test_a_shape_two_layouts_share_is_told_apart_on_a_real_picture(tmp_path, model_path, sample_path):
+    from onnx_models import make_v5_layout
+
+    v5 = make_v5_layout(model_path("yolox_nano.onnx"), str(tmp_path / "v5.onnx"))
+    for path, right, wrong in ((model_path("yolox_nano.onnx"), "yolox", "yolov5"), (v5, "yolov5", "yolox")):
+        r = inspect(path, "--picture", sample_path("bikes.mp4"))
+        assert r.returncode == 0, r.stderr
+        assert f"layout: {right} (" in r.stdout and f"only {right} gives plausible boxes" in r.stdout
+        assert f"read as {wrong} on the first frame of bikes.mp4: " in r.stdout and "degenerate" in r.stdout
+        assert block(r.stdout)["layout"] == right
+
+
+def test_a_file_that_is_not_onnx_is_one_line(tmp_path):
+    bad = tmp_path / "model.onnx"
+    bad.write_bytes(b"\x00not a model" * 100)
+    r = inspect(str(bad))
+    errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+    assert r.returncode == 2 and len(errors) == 1 and "model.onnx: not a readable ONNX file" in errors[0], r.stderr
