@@ -118,6 +118,32 @@ def test_run_with_a_busy_metrics_port_and_the_web_on_exits_2_in_one_line(held_po
     assert "Traceback" not in done.stderr
 
 
+def test_run_with_a_busy_web_port_exits_2_in_one_line(held_port, pipeline_cmd, model_path, sample_path,
+                                                     write_config, tmp_path):
+    cfg = live_config(model_path, sample_path)
+    cfg["outputs"]["dir"] = str(tmp_path / "out")
+    cfg["outputs"]["web"]["port"] = held_port
+    done = subprocess.run([*pipeline_cmd, "run", "--config", write_config(cfg), "--max-frames", "5"],
+                          capture_output=True, text=True, timeout=120)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2
+    assert errors == [f"error: outputs.web.port: port {held_port} on 127.0.0.1 is already in use"]
+    assert "Traceback" not in done.stderr
+
+
+def test_a_pipeline_whose_web_port_was_taken_after_the_checks_is_a_startup_error(held_port, model_path, sample_path,
+                                                                                 write_config, tmp_path):
+    """Two runs racing for one port: the loser gets the one line, not an OSError traceback."""
+    from pipeline.config import load_config
+    from pipeline.graph import Pipeline
+
+    cfg = live_config(model_path, sample_path)
+    cfg["outputs"]["dir"] = str(tmp_path / "out")
+    cfg["outputs"]["web"]["port"] = held_port
+    with pytest.raises(StartupError, match=f"^outputs.web.port: port {held_port} on 127.0.0.1 is already in use$"):
+        Pipeline(load_config(write_config(cfg)))
+
+
 # -- abuse (18.8) -------------------------------------------------------------------------
 def test_listening_beyond_this_machine_without_a_token_is_warned_about():
     assert exposure_warning(WebConfig(port=0, host="0.0.0.0"))
