@@ -144,7 +144,7 @@ class WebServer:
     def start(self) -> None:
         warning = exposure_warning(self.config)
         if warning:
-            log.warning(warning)
+            log.warning("%s", warning)
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="web", daemon=True)
         self._thread.start()
         log.info("live view on http://%s:%d/", self.config.host, self.port)
