@@ -86,3 +86,30 @@ def test_prometheus_endpoint_serves_the_report_numbers(tmp_path, sample_path, mo
     assert reached["capture"]["p50_ms"] <= reached["detect"]["p50_ms"] <= reached["sink"]["p99_ms"]
     assert after['pipeline_stage_reached_seconds{quantile="0.99",stage="sink"}'] == pytest.approx(
         reached["sink"]["p99_ms"] / 1000)
+
+
+def test_run_time_ends_when_the_last_cameras_outputs_are_final():
+    """Waiting for event destinations at shutdown is no run time: elapsed (and fps) stop
+    with the last camera's files, and go on if a camera is added after."""
+    m = Metrics()
+    m.outputs_opened("a")
+    m.frame_out("a", 0.01)
+    m.outputs_closed("a")
+    first = m.snapshot()
+    time.sleep(0.05)
+    assert m.snapshot()["elapsed_s"] == first["elapsed_s"]
+    m.outputs_opened("b")
+    time.sleep(0.05)
+    assert m.snapshot()["elapsed_s"] > first["elapsed_s"]
+
+
+def test_camera_states_are_text_and_their_detail_is_redacted():
+    from pipeline.metrics.registry import CameraState
+
+    m = Metrics()
+    seen = []
+    m.state_listeners.append(lambda cam, state, detail: seen.append((state, detail)))
+    m.camera_state("a", CameraState.FAILED, "rtsp://admin:S3cretPass@10.0.0.7/stream: refused")
+    snap = m.snapshot()["cameras"]["a"]
+    assert snap["state"] == "failed" and type(snap["state"]) is str
+    assert "S3cretPass" not in snap["detail"] and "S3cretPass" not in seen[0][1] and seen[0][0] == "failed"
