@@ -186,10 +186,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench_main(args)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pipeline", description="Multi-camera video analytics on ONNX Runtime")
-    parser.add_argument("-v", "--verbose", action="store_true")
-    sub = parser.add_subparsers(dest="command", required=True)
+def _add_run(sub) -> None:
     run = sub.add_parser("run", help="run the graph of a config")
     run.add_argument("--config", required=True)
     run.add_argument("--output", help="output folder (default: outputs.dir of the config)")
@@ -205,12 +202,23 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--host-timeout", type=float, metavar="SECONDS",
                      help="with --cluster: a host silent this long is lost: killed, its cameras moved (default 5)")
     run.set_defaults(func=cmd_run)
+
+
+def _add_cluster(sub) -> None:
     cluster = sub.add_parser("cluster", help="add, remove or show cameras of a running `run --cluster`")
     cluster.add_argument("action", choices=["add", "remove", "status"])
     cluster.add_argument("camera", nargs="?", help="remove: the camera id")
     cluster.add_argument("--address", default="auto", help="the Ray cluster (default: auto)")
     cluster.add_argument("--source", help="add: the camera as YAML, e.g. '{id: door, uri: rtsp://...}'")
     cluster.set_defaults(func=cmd_cluster)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pipeline", description="Multi-camera video analytics on ONNX Runtime")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_run(sub)
+    _add_cluster(sub)
     val = sub.add_parser("validate", help="check a config without running it")
     val.add_argument("--config", required=True)
     val.set_defaults(func=cmd_validate)

@@ -209,48 +209,54 @@ class ClusterDriver:
         """One summary for the whole cluster, in the shape of a pipeline's snapshot, plus
         the hosts and their health."""
         t0 = time.perf_counter()
-        latency, engines, events = Histogram(), {}, {}
-        for h in self.hosts.values():
-            if h.status is None:
-                continue
-            latency.merge(h.status.latency())
-            engines.update({f"{h.name}/{name}": e for name, e in h.status.engines.items()})
-            for dest, e in h.status.events.items():
-                merged = events.setdefault(dest, {"sent": 0, "waiting": 0, "dropped": 0})
-                for k in merged:
-                    merged[k] += e.get(k, 0)
-        cameras = self._cameras()
-        processed = sum(c["processed"] for c in cameras.values())
-        elapsed = (self.finished_at or time.monotonic()) - self.started
-        cpu = [h.status.cpu_percent for h in self.alive() if h.status and h.status.cpu_percent is not None]
-        snap = {"elapsed_s": round(elapsed, 3), "throughput_fps": round(processed / elapsed, 2) if elapsed > 0 else 0.0,
-                "processed": processed, "latency": latency.summary_ms(), "cpu_percent": sum(cpu),
-                "cameras": cameras, "engines": engines, "events": events,
-                "hosts": {h.name: {"node": h.node, "alive": h.alive, "cpu_percent": h.status.cpu_percent if h.status
-                                   else None, "cameras": sorted(c for c in h.cameras if not self.cameras[c].done)}
-                          for h in self.hosts.values()},
-                "incidents": list(self.incidents),
-                "driver": {"polls": self.polls, "work_s": round(self.work_s, 4)}}
+        snap = merged_snapshot(self)
         self.work_s += time.perf_counter() - t0
         return snap
-
-    def _cameras(self) -> dict[str, dict]:
-        """Every camera's counters from the host it runs on (plus what its outputs held
-        before), or its last ones from a host that died."""
-        cameras = {}
-        for cam, st in self.cameras.items():
-            host = self.hosts.get(st.host) if st.host else None
-            c = host.status.cameras.get(cam) if host is not None and host.status is not None else None
-            if c is not None:
-                cameras[cam] = {**c, "processed": c["processed"] + st.carried, "host": st.host, "node": host.node,
-                                "moves": st.moves}
-            elif st.final:
-                cameras[cam] = {**st.final, "host": None, "node": None, "moves": st.moves}
-        return cameras
 
     @property
     def outputs_failed(self) -> dict[str, str]:
         return {k: v for h in self.hosts.values() if h.status for k, v in h.status.outputs_failed.items()}
+
+
+def merged_snapshot(driver: ClusterDriver) -> dict:
+    """The hosts' statuses merged: latency histograms and event counts added up, engines
+    by host, every camera's counters from where it runs."""
+    latency, engines, events = Histogram(), {}, {}
+    for h in driver.hosts.values():
+        if h.status is None:
+            continue
+        latency.merge(h.status.latency())
+        engines.update({f"{h.name}/{name}": e for name, e in h.status.engines.items()})
+        for dest, e in h.status.events.items():
+            merged = events.setdefault(dest, {"sent": 0, "waiting": 0, "dropped": 0})
+            for k in merged:
+                merged[k] += e.get(k, 0)
+    cameras = camera_entries(driver)
+    processed = sum(c["processed"] for c in cameras.values())
+    elapsed = (driver.finished_at or time.monotonic()) - driver.started
+    cpu = [h.status.cpu_percent for h in driver.alive() if h.status and h.status.cpu_percent is not None]
+    hosts = {h.name: {"node": h.node, "alive": h.alive, "cpu_percent": h.status.cpu_percent if h.status else None,
+                      "cameras": sorted(c for c in h.cameras if not driver.cameras[c].done)}
+             for h in driver.hosts.values()}
+    return {"elapsed_s": round(elapsed, 3), "throughput_fps": round(processed / elapsed, 2) if elapsed > 0 else 0.0,
+            "processed": processed, "latency": latency.summary_ms(), "cpu_percent": sum(cpu), "cameras": cameras,
+            "engines": engines, "events": events, "hosts": hosts, "incidents": list(driver.incidents),
+            "driver": {"polls": driver.polls, "work_s": round(driver.work_s, 4)}}
+
+
+def camera_entries(driver: ClusterDriver) -> dict[str, dict]:
+    """Every camera's counters from the host it runs on (plus what its outputs held
+    before), or its last ones from a host that died."""
+    cameras = {}
+    for cam, st in driver.cameras.items():
+        host = driver.hosts.get(st.host) if st.host else None
+        c = host.status.cameras.get(cam) if host is not None and host.status is not None else None
+        if c is not None:
+            cameras[cam] = {**c, "processed": c["processed"] + st.carried, "host": st.host, "node": host.node,
+                            "moves": st.moves}
+        elif st.final:
+            cameras[cam] = {**st.final, "host": None, "node": None, "moves": st.moves}
+    return cameras
 
 
 def direct_call(calls: list, timeout: float = 0.0) -> list:
