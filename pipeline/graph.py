@@ -90,7 +90,7 @@ class Pipeline:
         web = self.config.outputs.web
         if web is not None:
             self.preview = Preview(web.fps, web.quality, web.width)
-            self.web = WebServer(web, self.snapshot, self.preview)
+            self.web = WebServer(web, self.snapshot, self.preview, cameras=lambda: self.metrics.cameras)
         events = EventPublisher(self.config.outputs.events)
         if events:
             self.events = events

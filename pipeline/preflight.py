@@ -14,7 +14,6 @@ refuse; the sessions opened for the checks are handed to the pipeline, not reope
 """
 from __future__ import annotations
 
-import errno
 import os
 import socket
 from dataclasses import dataclass, field, replace
@@ -27,10 +26,12 @@ import onnxruntime as ort
 
 from pipeline.config import Config, ConfigError, ModelConfig, is_url, load_yaml, output_path_problems, read_config
 from pipeline.decoders.layouts import DetectionDecoder, LayoutError
+from pipeline.engines.plan import session_threads
 from pipeline.engines.session import ModelError, create_session, output_names
 from pipeline.errors import one_line
+from pipeline.metrics.prometheus import unusable_port
 from pipeline.preprocess import Preprocessor
-from pipeline.runtime.threads import plan_cores, session_threads
+from pipeline.runtime.threads import plan_cores
 from pipeline.sinks.video import encoder_problem
 from pipeline.sources.connection import probe
 
@@ -176,8 +177,6 @@ def output_problems(config: Config, create: bool) -> list[str]:
 def port_problem(where: str, port: int | None, host: str = "127.0.0.1") -> str | None:
     """Why the server of `where` could not listen on `port` (None when it could). The probe
     binds as the servers do, with SO_REUSEADDR: a port a stopped run left in TIME-WAIT is free."""
-    from pipeline.metrics.prometheus import unusable_port
-
     if not port:
         return None
     with socket.socket() as s:
@@ -242,13 +241,6 @@ def check(config_path: str, output_dir: str | None = None, report: str | None = 
     if not for_run:
         problems += [f"sources[{i}].uri: {msg}" for i, s in enumerate(config.sources)
                      if s.uri and not s.live and (msg := probe(s.uri))]
-        why = port_problem("metrics.prometheus_port", config.metrics.prometheus_port)
-        if why:
-            problems.append(why)
-    web = config.outputs.web
-    if web is not None:
-        why = port_problem("outputs.web.port", web.port, web.host)
-        if why:
-            problems.append(why)
+    problems += port_problems(config)
     checked.problems = list(dict.fromkeys(problems))
     return checked

@@ -27,8 +27,8 @@ from pipeline.config.stages import (STAGE_SPECS, AnalyticsSpec, AnnotateSpec, Cl
 __all__ = ["Config", "ConfigError", "SourceConfig", "QueueConfig", "ReconnectConfig", "ModelConfig", "BatchingConfig",
            "EngineConfig", "OutputsConfig", "VideoOutputConfig", "JsonlOutputConfig", "MetricsConfig",
            "RuntimeConfig", "StageSpec", "DetectSpec", "TrackSpec", "ClassifySpec", "AnalyticsSpec", "AnnotateSpec",
-           "STAGE_SPECS", "LAYOUTS", "entry_stage", "load_config", "parse_config", "read_config", "is_url", "resolve_path",
-           "output_path_problems"]
+           "STAGE_SPECS", "LAYOUTS", "entry_stage", "load_config", "parse_config", "parse_source", "read_config",
+           "is_url", "resolve_path", "output_path_problems"]
 
 
 @dataclass
@@ -106,6 +106,20 @@ def read_config(data: Any, base_dir: Path) -> tuple[Config, list[str]]:
     if not r.problems:
         r.problems += output_path_problems(config)
     return config, r.problems
+
+
+def parse_source(data: Any, base_dir: Path, where: str = "source") -> SourceConfig:
+    """One camera as a `sources[]` entry of the YAML (a camera added while running, over
+    HTTP or `pipeline cluster add`), checked like one; every problem with its path."""
+    r = Reader(base_dir)
+    if not isinstance(data, dict):
+        r.problem(where, f"expected a mapping with id and uri, got {type(data).__name__}")
+        raise ConfigError(r.problems)
+    source = r.record(SourceConfig, data, where)
+    if r.problems:
+        raise ConfigError(r.problems)
+    source.queue = source.resolved_queue()
+    return source
 
 
 def parse_config(data: Any, base_dir: Path) -> Config:

@@ -13,6 +13,7 @@ import logging
 import os
 import queue
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
@@ -135,3 +136,23 @@ class Snapshots:
             return
         self._jobs.put(None)
         self._thread.join(timeout)
+
+
+class RecentEvents:
+    """The newest events of the run (with their evidence paths), for the live page's panel."""
+
+    def __init__(self, size: int = 200):
+        self._events: deque[dict] = deque(maxlen=size)
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def add(self, events: list[dict]) -> None:
+        with self._lock:
+            for event in events:
+                self._count += 1
+                self._events.append({**event, "id": self._count})
+
+    def newest(self, limit: int = 50, after: int = 0) -> list[dict]:
+        """Up to `limit` events newer than id `after`, newest first."""
+        with self._lock:
+            return [e for e in reversed(self._events) if e["id"] > after][:limit]

@@ -80,7 +80,11 @@ class SinkStage:
         return len(self.queues)
 
     def accept(self, item: Item) -> None:
-        self.route[item.camera].put(item)
+        route = self.route.get(item.camera)
+        if route is None and self.control.abort.is_set():
+            return  # aborted: the camera's files are final, what still comes is given up
+        assert route is not None, f"camera {item.camera} has no open outputs"
+        route.put(item)
 
     def start(self) -> None:
         with self._lock:
