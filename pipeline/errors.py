@@ -15,3 +15,11 @@ def one_line(e: BaseException) -> str:
 class StartupError(Exception):
     """Something the run needs at start-up cannot be had (a port in use, an output folder
     held by another run); the message is one line naming the culprit. Exit status 2."""
+
+
+class CameraInUse(Exception):
+    """A camera id that is already running was added again."""
+
+
+class UnknownCamera(Exception):
+    """A camera id that is not running was named."""

@@ -1,0 +1,47 @@
+"""Cameras added and removed while running, from a mapping written like a `sources[]`
+entry of the YAML: the one code path behind the HTTP API (`POST /api/cameras`, `DELETE
+/api/cameras/<id>`) and `pipeline cluster add|remove`.
+
+Mistakes are reported like `validate` reports them (`source.uri: file not found: ...`,
+every problem in one round, `ConfigError`); an id that is running is `CameraInUse`; an
+id that is not, `UnknownCamera`.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Protocol
+
+from pipeline.config import Config, ConfigError, SourceConfig, output_path_problems, parse_source
+from pipeline.errors import CameraInUse, UnknownCamera
+
+
+class Runs(Protocol):
+    """What runs the cameras: a `Pipeline`, or the cluster's driver."""
+
+    def add_camera(self, source: SourceConfig) -> None: ...
+
+    def remove_camera(self, camera: str) -> None: ...
+
+    def cameras(self) -> list[str]: ...
+
+
+class CameraControl:
+    def __init__(self, runs: Runs, config: Config):
+        self.runs = runs
+        self.config = config
+
+    def add(self, data: Any, where: str = "source") -> SourceConfig:
+        source = parse_source(data, self.config.base_dir, where)
+        if source.id in self.runs.cameras():
+            raise CameraInUse(f"{where}.id: camera {source.id} is already running")
+        others = [s for s in self.config.sources if s.id != source.id]
+        problems = output_path_problems(replace(self.config, sources=[*others, source]))
+        if problems:
+            raise ConfigError(problems)
+        self.runs.add_camera(source)
+        return source
+
+    def remove(self, camera: str) -> None:
+        if camera not in self.runs.cameras():
+            raise UnknownCamera(f"camera {camera} is not running")
+        self.runs.remove_camera(camera)
