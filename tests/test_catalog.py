@@ -74,3 +74,21 @@ def test_a_source_that_needs_torch_says_how_to_get_it(tmp_path, serve):
     r = fetch(tmp_path / "models", serve(tmp_path), "efficientnet_lite0")
     assert r.returncode == 1
     assert "needs torch: pip install torch" in r.stderr
+
+
+def test_a_precision_variant_is_built_at_fetch_time(tmp_path, model_path):
+    import onnx
+
+    r = subprocess.run([sys.executable, "-m", "pipeline", "models", "fetch", "yolox_nano.fp16", "--dest",
+                        str(tmp_path), "--mirror", str(Path(model_path("yolox_nano.onnx")).parent), "--no-samples"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["yolox_nano.fp16.onnx", "yolox_nano.onnx"]
+    agreement = float(r.stderr.split("fp16: F1 ")[1].split()[0])
+    assert agreement >= 0.98  # the recipe writes nothing below the variant's catalogued minimum
+    m = onnx.load(str(tmp_path / "yolox_nano.fp16.onnx"))
+    assert any(i.data_type == onnx.TensorProto.FLOAT16 for i in m.graph.initializer)
+    assert {p.key: p.value for p in m.metadata_props}["precision"] == "fp16"
+    listed = subprocess.run([sys.executable, "-m", "pipeline", "models", "list"], capture_output=True, text=True,
+                            cwd=ROOT).stdout
+    assert "variants built by fetch: yolox_nano.int8, yolox_nano.fp16" in listed

@@ -11,6 +11,9 @@ For each catalogued model, in order:
    version serialises differently) is accepted only if the result computes the same as
    its source (`verify`).
 When nothing works the message says how to provide the file by hand.
+
+Precision variants (`yolox_nano.int8`, `yolox_nano.fp16`) are derived from their model at
+fetch time by `pipeline models optimize` on the sample clips, only when named.
 """
 from __future__ import annotations
 
@@ -101,6 +104,31 @@ MODELS = (
                verify=lambda src, dst: derive.color_classifier_works(dst), needs=("onnx",)),
 )
 
+
+def variant(base: str, precision: str, sha256: str, about: str, settings: dict | None = None,
+            min_agreement: float = 0.95) -> ModelEntry:
+    """A precision variant of a catalogued model, built at fetch time by `pipeline models
+    optimize` (int8: calibrated on the sample clips) and written only when it agrees with
+    its source at least `min_agreement` on frames held out from calibration."""
+    return ModelEntry(f"{base}.{precision}", f"{base}.{precision}.onnx", sha256, about,
+                      f"{base}, by `pipeline models optimize --{precision}` on the sample clips",
+                      derived_from=base,
+                      recipe=lambda src, dst: derive.precision_variant(src[0], dst, precision, SAMPLES_DIR,
+                                                                       settings or {}, min_agreement),
+                      verify=lambda src, dst: None,  # the recipe writes nothing that does not agree
+                      needs=("onnx", "onnxruntime") + (("onnxconverter_common",) if precision == "fp16" else ()))
+
+
+# Fetched only by name (`pipeline models fetch yolox_nano.int8`): each is built and measured
+# on the sample clips, about a minute on two cores.
+VARIANTS = (
+    variant("yolox_nano", "int8", "711c6dde4606fcd840a24744270cded75842c4d4d08ad2e31bd476d6b67335e9",
+            "YOLOX-nano, int8 QDQ per-channel, first 10% of the graph float32 (CPUs)", {"layout": "yolox"}),
+    variant("yolox_nano", "fp16", "73b3618664a6def99c51f178763000ec06b21432b432f75fe5f422cf5939ce66",
+            "YOLOX-nano, float16 weights and compute, float32 in and out (GPUs)", {"layout": "yolox"},
+            min_agreement=0.98),
+)
+
 SAMPLES = ("vtest.mp4", "bikes.mp4")
 
 
@@ -132,10 +160,10 @@ class Fetcher:
     url_base: str | None = field(default_factory=lambda: os.environ.get("PIPELINE_DOWNLOAD_BASE"))
 
     def entry(self, name: str) -> ModelEntry:
-        for e in MODELS:
+        for e in MODELS + VARIANTS:
             if e.name == name:
                 return e
-        raise FetchError(f"no catalogued model {name!r} (known: {', '.join(e.name for e in MODELS)})")
+        raise FetchError(f"no catalogued model {name!r} (known: {', '.join(e.name for e in MODELS + VARIANTS)})")
 
     def fetch(self, entry: ModelEntry) -> Path:
         dest = self.dest / entry.file

@@ -126,7 +126,7 @@ class ModelConfig:
                                               doc="a number or 3 numbers in the model's colour order")
     std: tuple[float, float, float] = option((1.0, 1.0, 1.0), read=read_triple, doc="a number or 3 numbers")
     letterbox: Literal["top_left", "center", "stretch", "center_crop"] | None = option(
-        None, shown="`top_left`; classifier: `stretch`; Ultralytics export: `center`",
+        None, shown="`top_left`; classifier: `stretch`; Ultralytics export: `center` (classifier: `center_crop`)",
         doc="how a picture is fitted into the input")
     pad_value: int = option(114, check=within(0, 255), doc="letterbox padding grey level")
     labels: list[str] = option(factory=list, read=read_labels, shown="the file's `names`, else none",
