@@ -62,3 +62,26 @@ def test_an_id_that_returns_continues_in_new_files(tmp_path):
     assert len(read_jsonl(str(tmp_path / "out" / "cam.jsonl"))) == 20  # appended, not truncated
     assert frame_count(str(tmp_path / "out" / "cam.mp4")) == 10
     assert frame_count(str(tmp_path / "out" / "cam.part1.mp4")) == 10
+
+
+def test_a_pipeline_camera_added_again_under_its_id_continues_its_files(tmp_path, short_clips, model_path,
+                                                                        write_config):
+    from conftest import detector_model
+    from pipeline.config import load_config
+    from pipeline.graph import Pipeline
+
+    cfg = {"sources": [{"id": "cam", "uri": short_clips["bikes"]}], "models": {"det": detector_model(model_path)},
+           "graph": [{"detect": {"model": "det"}}],
+           "outputs": {"dir": str(tmp_path / "out"), "jsonl": {"filename": "{camera}.jsonl"}}}
+    config = load_config(write_config(cfg))
+    p = Pipeline(config)
+    p.start()
+    try:
+        assert p.wait(120)
+        p.add_camera(config.sources[0])  # the same id again (was: its 40 frames overwritten)
+        assert p.wait(120)
+    finally:
+        p.close()
+    assert len(read_jsonl(str(tmp_path / "out" / "cam.jsonl"))) == 80
+    assert frame_count(str(tmp_path / "out" / "cam.mp4")) == 40
+    assert frame_count(str(tmp_path / "out" / "cam.part1.mp4")) == 40
