@@ -136,6 +136,8 @@ class Pipeline:
         cv2.setNumThreads(1)  # OpenCV's own pool off: our parallelism is across cameras
         log.info(self.plan.describe())
         self.started = True
+        if self.events is not None:
+            self.events.start()
         if self.web is not None:
             self.web.start()
         for stage in reversed(self.stages):
@@ -156,6 +158,8 @@ class Pipeline:
             self.control.abort.set()
             for stage in self.stages:
                 stage.stop()
+            if self.events is not None:
+                self.events.abort()  # a flush to destinations that are away ends at once
 
     def close(self, timeout: float = 30.0) -> None:
         """Join every thread and release engines; call after `wait()` or `stop()` (or to

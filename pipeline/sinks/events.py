@@ -137,7 +137,6 @@ class EventPublisher:
     def __init__(self, config: EventsConfig):
         self.flush_timeout_s = config.flush_timeout_s
         self.outboxes = [Outbox(sender, size) for sender, size in senders_for(config)]
-        self._started = False
         self._aborted = False
         self._closed = False
 
@@ -146,13 +145,10 @@ class EventPublisher:
 
     def start(self) -> None:
         """Connect and start sending (the graph calls this when the run starts)."""
-        self._started = True
         for box in self.outboxes:
             box.start()
 
     def publish(self, event: dict) -> None:
-        if not self._started:  # a publisher used without the graph: its first event starts it
-            self.start()
         for box in self.outboxes:
             box.put(event)
 
