@@ -53,8 +53,6 @@ class Lease:
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:
             f.write(str(epoch))
-            f.flush()
-            os.fsync(f.fileno())
         os.replace(tmp, path)
         return epoch
 
