@@ -1,14 +1,16 @@
 """The cluster driver: places cameras on pipeline hosts (Ray actors), watches their
-health, moves the cameras of a host that dies to the survivors, and merges the hosts'
-metrics into one summary and one Prometheus endpoint.
+health, moves the cameras of a host that dies or hangs to the survivors (killed and its
+writers fenced first), and merges the hosts' statuses into one snapshot.
 
 Only control traffic crosses machines: placement decisions, camera add/remove, and one
 small status per host per poll (per-camera counters and one latency histogram). The
 driver's work grows with cameras and hosts, never with frames.
 
 Ray does what it is good at: scheduling hosts onto nodes with the resources they ask for
-(a GPU each, or a number of CPUs), spreading them, and telling the driver when an actor
-is gone. Cameras are placed by this driver, which knows their cost (`placement`).
+(a GPU each, or a number of CPUs), spreading them, telling the driver when an actor is
+gone, and killing one. Cameras are placed by this driver, which knows their cost
+(`placement`). A hung host is noticed by its silence: each poll waits `poll_s` for the
+answers, and a host silent for `host_timeout_s` is lost.
 """
 from __future__ import annotations
 
@@ -57,6 +59,8 @@ class CameraRun:
     moves: int = 0                   # times it was moved after its host died
     final: dict | None = None        # its last counters from a host that died
     carried: int = 0                 # frames its outputs held when it (re)started, not counted by its host
+
+
 def camera_load(source: SourceConfig) -> CameraLoad:
     """A camera's frame rate and size: read from a file; a live camera is assumed 1080p at
     15 fps (or its `max_fps`)."""

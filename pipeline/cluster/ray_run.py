@@ -7,8 +7,9 @@ config's cameras on them and keeps them running (see `driver`). Outputs must be 
 storage every node sees (`outputs.dir`).
 
 The driver also keeps a small named actor, `pipeline-control`, through which `pipeline
-cluster add|remove` reach a running driver and `pipeline cluster status` reads its last
-merged snapshot.
+cluster add|remove` reach a running driver (and wait for its answer: a refusal is exit 2
+with its reason) and `pipeline cluster status` reads its last merged snapshot. Only one
+driver runs on a cluster: a second finds that actor taken and stops with one line.
 """
 from __future__ import annotations
 
@@ -215,7 +216,7 @@ class ClusterRun:
                     self._aborts.add(h.name)
 
     def _stopped(self) -> bool:
-        ready, pending = self.ray.wait(list(self._stops.values()), num_returns=len(self._stops), timeout=0)
+        _, pending = self.ray.wait(list(self._stops.values()), num_returns=len(self._stops), timeout=0)
         return not pending
 
     def close(self, timeout: float = 30.0) -> None:
