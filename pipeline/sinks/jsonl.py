@@ -4,10 +4,11 @@
 "class_id", "class", "track"?, "labels"?: {classifier: {"label", "id", "score"}}}],
 "events"?, "errors"?}` with boxes in frame pixels. With `{camera}` in the file name each
 camera gets its own file; without it all cameras share one file (lines of one camera
-stay in order). A file is created with its first line (a camera that never delivers a
-frame leaves no empty file) and flushed at least every `flush_s`, so a killed process
-loses at most that much, as with the fragmented video. Lines wait in memory until their
-flush, which writes whole lines only, after the writer's lease (if any) was checked.
+stay in order). Lines wait in memory and are appended at least every `flush_s`, whole
+lines in one write, after the writer's lease (if any) was checked: a killed process
+loses at most that much, as with the fragmented video, and never leaves half a line. A
+file is created with its first lines (a camera that never delivers a frame leaves no
+empty file).
 """
 from __future__ import annotations
 
