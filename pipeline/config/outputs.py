@@ -85,6 +85,13 @@ class WebConfig:
     fps: float = option(5.0, check=positive, doc="most frames per second per camera sent to viewers")
     quality: int = option(70, check=within(10, 100), doc="JPEG quality of the live view")
     width: int = option(640, check=positive, doc="live view frames are scaled down to at most this width")
+    control: bool = option(False, doc="add and remove cameras over HTTP (`POST /api/cameras`, "
+                                      "`DELETE /api/cameras/<id>`); needs `token`")
+
+    def finish(self, r: Reader, path: str) -> None:
+        """Whoever reaches the port could start reading any URL or file as a camera: never without a token."""
+        if self.control and not self.token:
+            r.problem(f"{path}.control", "adding and removing cameras over HTTP needs outputs.web.token")
 
 
 @dataclass(kw_only=True)

@@ -1,5 +1,6 @@
 """One connection to the live view: its requests, routed to the page, the API, the
-metrics, a camera's stills or its MJPEG stream.
+metrics, a camera's stills or its MJPEG stream, the events and their evidence files, and
+(with `outputs.web.control`) cameras added and removed.
 
 A client that goes away mid-reply ends its connection with one debug line; an idle
 connection is closed after the server's idle timeout (the socket timeout, which also
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-import time
+import os
 import urllib.parse
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -17,10 +18,13 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import generate_latest
 
+from pipeline.control import CameraControl
 from pipeline.errors import one_line
 from pipeline.redact import redact_data
 from pipeline.sinks.preview import Picture
+from pipeline.web import camera_api
 from pipeline.web.auth import authorised, is_token, set_cookie
+from pipeline.web.evidence import CHUNK, TYPES, byte_range, evidence_file
 
 if TYPE_CHECKING:
     from pipeline.web.server import WebServer
@@ -29,6 +33,7 @@ log = logging.getLogger("pipeline.web")
 
 PAGE = (Path(__file__).parent / "page.html").read_text(encoding="utf-8").encode()
 GONE = (ConnectionError, TimeoutError)  # the client closed, reset or stopped reading
+DRAIN = 1 << 20  # of a body too large, this much is read and dropped before the connection closes
 
 
 def _int(values: list[str] | None, default: int) -> int:
@@ -62,29 +67,45 @@ class Handler(BaseHTTPRequestHandler):
 
     def send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8",
              headers: dict[str, str] | None = None) -> None:
+        self.send_head(status, content_type, None if status == 204 else len(body), headers)
+        self.wfile.write(body)
+
+    def send_head(self, status: int, content_type: str, length: int | None,
+                  headers: dict[str, str] | None = None) -> None:
+        """The status line and headers; `length` None for "no content", which has no body by definition."""
         self.send_response(status)
         self.send_header("Content-Type", content_type)
-        if status != 204:  # "no content" has no body by definition
-            self.send_header("Content-Length", str(len(body)))
+        if length is not None:
+            self.send_header("Content-Length", str(length))
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
-        self.wfile.write(body)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def guard(self) -> tuple[str, dict[str, list[str]], str] | None:
+        """The request's path, query and `?token=` once it holds the token (None: answered 401)."""
         url = urllib.parse.urlsplit(self.path)
         query = urllib.parse.parse_qs(url.query)
         token = (query.get("token") or [""])[0]
         if not authorised(self.app.config.token, self.headers, token):
             self.send(401, b"a token is needed\n", headers={"WWW-Authenticate": "Bearer"})
+            return None
+        return url.path, query, token
+
+    def do_GET(self) -> None:  # noqa: N802
+        request = self.guard()
+        if request is None:
             return
-        path = url.path
+        path, query, token = request
         if path == "/":
             self.page(token)
         elif path == "/api/cameras":
             self.send(200, json.dumps(redact_data(self.app.api_snapshot())).encode(), "application/json")
+        elif path == "/api/events":
+            self.recent_events(_int(query.get("limit"), 50), _int(query.get("after"), 0))
+        elif path.startswith("/evidence/"):
+            self.evidence(urllib.parse.unquote(path[len("/evidence/"):]))
         elif path == "/metrics":
             self.send(200, generate_latest(self.app.registry), "text/plain; version=0.0.4")
         elif path.startswith("/stream/"):
@@ -93,6 +114,91 @@ class Handler(BaseHTTPRequestHandler):
             self.still(urllib.parse.unquote(path[len("/frame/"):-len(".jpg")]), _int(query.get("after"), -1))
         else:
             self.send(404, b"not found\n")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.close_connection = True  # a body left unread is never taken for the next request
+        request = self.guard()
+        if request is None:
+            return
+        if request[0] != "/api/cameras":
+            self.send(404, b"not found\n")
+            return
+        control = self.controlling()
+        body = self.body() if control is not None else None
+        if control is not None and body is not None:
+            self.answer(camera_api.add(control, body, self.headers.get("Content-Type", "")))
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self.close_connection = True
+        request = self.guard()
+        if request is None:
+            return
+        camera = urllib.parse.unquote(request[0][len("/api/cameras/"):])
+        if not request[0].startswith("/api/cameras/") or not camera:
+            self.send(404, b"not found\n")
+            return
+        control = self.controlling()
+        if control is not None:
+            self.answer(camera_api.remove(control, camera))
+
+    def controlling(self) -> CameraControl | None:
+        """The run's camera control; None (answered 403) when `outputs.web.control` is off:
+        the path exists (GET lists the cameras), changing the cameras is what is refused."""
+        if self.app.control is None:
+            self.send(403, b"adding and removing cameras over HTTP is off (outputs.web.control)\n")
+        return self.app.control
+
+    def body(self) -> bytes | None:
+        """The request's body, at most `MAX_BODY` bytes (None: answered 411 or 413)."""
+        try:
+            length = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            length = -1
+        if length < 0 or "Transfer-Encoding" in self.headers:
+            self.send(411, b"a Content-Length is needed\n")
+            return None
+        if length > camera_api.MAX_BODY:
+            self.send(413, f"a camera's mapping is at most {camera_api.MAX_BODY} bytes\n".encode())
+            self.rfile.read(min(length, DRAIN))  # so that the client reads the answer, not a reset
+            return None
+        return self.rfile.read(length)
+
+    def answer(self, a: camera_api.Answer) -> None:
+        self.send(a.status, a.body, a.content_type)
+
+    def recent_events(self, limit: int, after: int) -> None:
+        """The newest events after id `after`, newest first, with their evidence paths."""
+        if self.app.events is None:
+            self.send(404, b"this run keeps no events for the page\n")
+            return
+        events = self.app.events(max(1, min(limit, 200)), after)
+        self.send(200, json.dumps({"events": redact_data(events)}).encode(), "application/json")
+
+    def evidence(self, path: str) -> None:
+        """An event's snapshot or clip (one byte range of it when asked, for a player that seeks)."""
+        real = evidence_file(self.app.evidence_dir, path) if self.app.evidence_dir else None
+        try:
+            f = open(real, "rb") if real else None  # noqa: SIM115  (closed below)
+        except OSError:
+            f = None
+        if f is None:
+            self.send(404, b"no such evidence file\n")
+            return
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            try:
+                span = byte_range(self.headers.get("Range"), size)
+            except ValueError:
+                self.send(416, b"range not satisfiable\n", headers={"Content-Range": f"bytes */{size}"})
+                return
+            start, length = (span.start, span.length) if span else (0, size)
+            ranged = {"Content-Range": f"bytes {start}-{start + length - 1}/{size}"} if span else {}
+            self.send_head(206 if span else 200, TYPES[os.path.splitext(real)[1]], length,
+                           {"Accept-Ranges": "bytes", **ranged})
+            f.seek(start)
+            while length > 0 and (chunk := f.read(min(CHUNK, length))):
+                self.wfile.write(chunk)
+                length -= len(chunk)
 
     def page(self, token: str) -> None:
         """The page; opened with the right `?token=`, it also gets the cookie its own requests use."""

@@ -1,6 +1,8 @@
 """The live web view (`outputs.web`): one page with a tile per camera (its annotated video,
-state, fps, P99, drops, reconnects, line and zone counts, a latency chart), plus
-`/api/cameras` (the snapshot the summary uses) and `/metrics` (Prometheus) on one port.
+state, fps, P99, drops, reconnects, line and zone counts, a latency chart) and a panel of
+the newest events with their snapshots, plus `/api/cameras` (the snapshot the summary
+uses), `/api/events`, the events' evidence files (`/evidence/...`) and `/metrics`
+(Prometheus) on one port; with `control`, cameras are added and removed on it too.
 
 The page's tiles fetch stills (`/frame/<camera>.jpg`) at the live rate, one request at a
 time and only while the tile is in view, so any number of cameras share the browser's
@@ -25,6 +27,7 @@ from typing import Callable, Collection, Iterator
 from prometheus_client import CollectorRegistry
 
 from pipeline.config.outputs import WebConfig
+from pipeline.control import CameraControl
 from pipeline.errors import StartupError, one_line
 from pipeline.metrics.histogram import Histogram
 from pipeline.metrics.prometheus import SnapshotCollector, unusable_port
@@ -122,11 +125,19 @@ class WebServer:
     STILL_WAIT_S = 2.0  # the first still of a camera nobody watched waits this long for a fresh picture
 
     def __init__(self, config: WebConfig, snapshot: Callable[[], dict], preview: Preview,
-                 cameras: Callable[[], Collection[str]] | None = None):
+                 cameras: Callable[[], Collection[str]] | None = None, *,
+                 events: Callable[[int, int], list[dict]] | None = None, evidence_dir: str | None = None,
+                 control: CameraControl | None = None):
+        """`events(limit, after)`: the newest events (`RecentEvents.newest`), for the page's
+        panel; `evidence_dir`: `outputs.dir`, whose `events/` folder is served; `control`:
+        cameras added and removed over HTTP (given only with `outputs.web.control`)."""
         self.config = config
         self.snapshot = snapshot
         self.preview = preview
         self.cameras = cameras or (lambda: snapshot()["cameras"])
+        self.events = events
+        self.evidence_dir = evidence_dir
+        self.control = control
         self.still_lease_s = max(2.0, 3.0 / config.fps)  # a tile asks every 1/fps: a few missed asks are fine
         self.view_latency: dict[str, Histogram] = {}  # capture to bytes on a viewer's socket, per camera
         self.viewers = 0

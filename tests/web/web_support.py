@@ -50,9 +50,12 @@ def running(tmp_path, write_config):
         p.close(timeout=10)
 
 
-def get(url: str, headers: dict | None = None) -> tuple[int, bytes, dict]:
+def get(url: str, headers: dict | None = None, method: str = "GET", body: bytes | None = None,
+        timeout: float = 10) -> tuple[int, bytes, dict]:
+    """One request (any method); the status, body and headers, whatever the status."""
+    request = urllib.request.Request(url, data=body, headers=headers or {}, method=method)
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=10) as r:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
             return r.status, r.read(), dict(r.headers)
     except urllib.error.HTTPError as e:
         return e.code, e.read(), dict(e.headers)

@@ -1,0 +1,86 @@
+"""Cameras over HTTP (`outputs.web.control`): `POST /api/cameras` with one source mapping
+(JSON, or YAML like a `sources[]` entry) adds a camera, `DELETE /api/cameras/<id>`
+removes one; both through `CameraControl`, the code path `pipeline cluster add|remove`
+takes too.
+
+Every answer is redacted: a mistake reads like `validate`'s lines (`body.uri: file not
+found: ...`, one per line, 400), an id that runs is 409, one that does not 404.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from pipeline.config import ConfigError
+from pipeline.control import CameraControl
+from pipeline.errors import CameraInUse, UnknownCamera, one_line
+from pipeline.redact import redact
+
+log = logging.getLogger("pipeline.web")
+
+MAX_BODY = 64 * 1024  # a camera's mapping is a few hundred bytes
+WHERE = "body"  # the YAML path of the body's mapping in the problems
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: bytes
+    content_type: str = "text/plain; charset=utf-8"
+
+
+def text(status: int, *lines: str) -> Answer:
+    return Answer(status, "".join(redact(line) + "\n" for line in lines).encode())
+
+
+def answer_json(status: int, data: dict) -> Answer:
+    return Answer(status, json.dumps(data).encode(), "application/json")
+
+
+def read_mapping(body: bytes, content_type: str) -> Any:
+    """The body's data: JSON when it says so, else YAML (which reads JSON too). A body that
+    is neither raises ValueError with one line."""
+    try:
+        text_ = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{WHERE}: not UTF-8 text") from None
+    if content_type.split(";")[0].strip().lower() == "application/json":
+        try:
+            return json.loads(text_)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{WHERE}: invalid JSON: {e}") from None
+    try:
+        return yaml.safe_load(text_)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" line {mark.line + 1} column {mark.column + 1}:" if mark else ""
+        raise ValueError(f"{WHERE}:{at} invalid YAML: {getattr(e, 'problem', None) or e}") from None
+
+
+def add(control: CameraControl, body: bytes, content_type: str) -> Answer:
+    try:
+        source = control.add(read_mapping(body, content_type), where=WHERE)
+    except ConfigError as e:
+        return text(400, *e.problems)
+    except ValueError as e:
+        return text(400, str(e))
+    except CameraInUse as e:
+        return text(409, str(e))
+    except Exception as e:  # the pipeline could not start it: said, not a dropped connection
+        log.warning("adding a camera over HTTP failed: %s", one_line(e))
+        return text(500, f"the camera could not be added: {one_line(e)}")
+    log.info("camera %s added over HTTP", source.id)
+    return answer_json(201, {"added": source.id})
+
+
+def remove(control: CameraControl, camera: str) -> Answer:
+    try:
+        control.remove(camera)
+    except UnknownCamera as e:
+        return text(404, str(e))
+    log.info("camera %s removed over HTTP", camera)
+    return answer_json(202, {"removing": camera})

@@ -1,0 +1,59 @@
+"""The events' evidence files (`GET /evidence/<path>`, the path as an event names it,
+relative to `outputs.dir`): only JPEG snapshots and MP4 clips, only from inside
+`<outputs.dir>/events/`, whatever the URL or a symlink says.
+
+A clip is served with byte ranges, so a browser's player can seek in it.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+TYPES = {".jpg": "image/jpeg", ".mp4": "video/mp4"}
+CHUNK = 1 << 16
+
+
+def evidence_file(evidence_dir: str, path: str) -> str | None:
+    """The real file `path` names under `<evidence_dir>/events/`, or None when it names
+    anything else: another folder (`..`, an absolute path, a symlink that leads out),
+    another kind of file, or nothing."""
+    parts = path.split("/")
+    if (os.path.splitext(path)[1] not in TYPES or parts[0] != "events"
+            or any(p in ("", ".", "..") for p in parts) or "\0" in path):
+        return None
+    root = os.path.realpath(os.path.join(evidence_dir, "events"))
+    real = os.path.realpath(os.path.join(evidence_dir, *parts))
+    if not real.startswith(root + os.sep) or os.path.splitext(real)[1] not in TYPES or not os.path.isfile(real):
+        return None
+    return real
+
+
+@dataclass(frozen=True)
+class Span:
+    start: int
+    end: int  # inclusive, as Content-Range counts
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start + 1
+
+
+def byte_range(header: str | None, size: int) -> Span | None:
+    """The one range a `Range: bytes=...` header asks for; None for the whole file (no
+    header, or several ranges); ValueError when the range lies beyond the file."""
+    m = re.fullmatch(r"\s*bytes\s*=\s*(\d*)-(\d*)\s*", header or "")
+    if not m or not (m.group(1) or m.group(2)):
+        if header and "," not in header:
+            raise ValueError(f"not a byte range: {header!r}")
+        return None
+    if not m.group(1):  # the last N bytes
+        n = int(m.group(2))
+        if not n or not size:
+            raise ValueError("an empty range")
+        return Span(max(0, size - n), size - 1)
+    start = int(m.group(1))
+    end = min(int(m.group(2)), size - 1) if m.group(2) else size - 1
+    if start > end:
+        raise ValueError("the range begins beyond the file")
+    return Span(start, end)

@@ -1,0 +1,180 @@
+"""Cameras over HTTP (`outputs.web.control`) on a real socket, in front of a running
+pipeline: a camera added with the token starts, one removed ends with its files
+finalised; mistakes answer like `validate` (400), an id in use 409, an unknown one 404,
+no token 401, control off 403, a body too large 413."""
+from __future__ import annotations
+
+import json
+import time
+
+import av
+import pytest
+
+from pipeline.config import ConfigError, load_config
+from pipeline.config.outputs import WebConfig
+from pipeline.control import CameraControl
+from pipeline.sinks.preview import Preview
+from pipeline.web.server import WebServer
+from web_support import get, live_config, raw, running  # noqa: F401  (a fixture)
+
+TOKEN = "s3cret-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture
+def controlled(model_path, sample_path, running):
+    """One camera (campus) running, and a web server that adds and removes cameras for it."""
+    cfg = live_config(model_path, sample_path)
+    cfg["sources"] = cfg["sources"][:1]
+    del cfg["outputs"]["web"]
+    p = running(cfg)
+    preview = Preview()
+    server = WebServer(WebConfig(port=0, token=TOKEN, control=True), p.snapshot, preview, cameras=p.cameras,
+                       control=CameraControl(p, p.config))
+    server.start()
+    yield p, f"http://127.0.0.1:{server.port}"
+    server.close()
+    preview.close()
+
+
+def post(base: str, body: bytes, headers: dict | None = None, content_type: str = "application/yaml"):
+    return get(base + "/api/cameras", {**AUTH, "Content-Type": content_type, **(headers or {})}, "POST", body)
+
+
+def until(condition, seconds: float = 60) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def test_a_camera_added_and_removed_over_http(controlled, sample_path):
+    p, base = controlled
+    body = json.dumps({"id": "dock", "uri": sample_path("bikes.mp4"), "realtime": True, "loop": True}).encode()
+    status, answer, _ = post(base, body, content_type="application/json")
+    assert (status, json.loads(answer)) == (201, {"added": "dock"})
+    assert "dock" in p.cameras()
+    assert until(lambda: "dock" in json.loads(get(base + "/api/cameras", AUTH)[1])["cameras"])
+    assert until(lambda: p.snapshot()["cameras"]["dock"]["processed"] > 0)
+    status, answer, _ = get(base + "/api/cameras/dock", AUTH, "DELETE")
+    assert (status, json.loads(answer)) == (202, {"removing": "dock"})
+    assert until(lambda: "dock" not in p.cameras())
+    assert "campus" in p.cameras()  # the other camera goes on
+
+
+def test_mistakes_answer_400_with_the_lines_validate_gives(controlled, sample_path, write_config, model_path):
+    p, base = controlled
+    bad = {"id": "dock", "uri": "/nope/x.mp4", "fps": 3, "loop": "maybe"}
+    status, answer, _ = post(base, json.dumps(bad).encode(), content_type="application/json")
+    cfg = live_config(model_path, sample_path)
+    cfg["sources"] = [bad]
+    with pytest.raises(ConfigError) as validated:
+        load_config(write_config(cfg, "bad.yaml"))
+    expected = [line.replace("sources[0]", "body") for line in validated.value.problems
+                if line.startswith("sources[0]")]
+    assert status == 400 and len(expected) == 3
+    assert answer.decode().splitlines() == expected
+    assert post(base, b"id: dock\nuri: [unclosed\n")[:2] == (
+        400, b"body: line 3 column 1: invalid YAML: expected ',' or ']', but got '<stream end>'\n")
+    status, answer, _ = post(base, b'{"id": "dock",', content_type="application/json")
+    assert status == 400 and answer.startswith(b"body: invalid JSON: ") and answer.count(b"\n") == 1
+    assert post(base, b"\xff\xfe")[:2] == (400, b"body: not UTF-8 text\n")
+    assert post(base, b"- id: dock\n")[:2] == (400, b"body: expected a mapping with id and uri, got list\n")
+    assert "dock" not in p.cameras()
+
+
+def test_answers_are_redacted(controlled):
+    _, base = controlled
+    status, answer, _ = post(base, b"id: dock\nuri: /nope/x.mp4?token=hunter2\n")
+    assert status == 400 and answer == b"body.uri: file not found: /nope/x.mp4?token=***\n"
+
+
+def test_an_id_in_use_is_409_an_unknown_one_404(controlled, sample_path):
+    p, base = controlled
+    status, answer, _ = post(base, f"id: campus\nuri: {sample_path('bikes.mp4')}\n".encode())
+    assert (status, answer) == (409, b"body.id: camera campus is already running\n")
+    status, answer, _ = get(base + "/api/cameras/nope", AUTH, "DELETE")
+    assert (status, answer) == (404, b"camera nope is not running\n")
+    assert get(base + "/api/cameras/", AUTH, "DELETE")[0] == 404
+    assert p.cameras() == ["campus"]
+
+
+def test_no_token_or_a_wrong_one_is_401_and_changes_nothing(controlled, sample_path):
+    p, base = controlled
+    body = f"id: dock\nuri: {sample_path('bikes.mp4')}\n".encode()
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Cookie": "pipeline_token=wrong"}):
+        status, _, _ = get(base + "/api/cameras", {"Content-Type": "application/yaml", **headers}, "POST", body)
+        assert status == 401, headers
+        assert get(base + "/api/cameras/campus", headers, "DELETE")[0] == 401, headers
+    assert get(base + f"/api/cameras?token={TOKEN}", {}, "POST", body)[0] == 201  # the token's other place
+    assert p.cameras() == ["campus", "dock"]
+
+
+def test_a_body_too_large_is_413_and_one_without_a_length_411(controlled):
+    p, base = controlled
+    big = b"id: dock\nuri: x\n# " + b"x" * (64 * 1024) + b"\n"
+    status, answer, _ = post(base, big)
+    assert status == 413 and answer == b"a camera's mapping is at most 65536 bytes\n"
+    port = int(base.rsplit(":", 1)[1])
+    chunked = (b"POST /api/cameras HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() +
+               b"\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nid: d\r\n0\r\n\r\n")
+    assert raw(port, chunked).startswith(b"HTTP/1.1 411")
+    assert p.cameras() == ["campus"]
+
+
+def test_control_off_is_403(model_path, sample_path, running):
+    """The path exists (GET lists the cameras): changing the cameras is what is refused."""
+    p = running(live_config(model_path, sample_path))
+    base = f"http://127.0.0.1:{p.web.port}"
+    status, answer, _ = get(base + "/api/cameras", {"Content-Type": "application/yaml"}, "POST", b"id: x\nuri: y\n")
+    assert (status, answer) == (403, b"adding and removing cameras over HTTP is off (outputs.web.control)\n")
+    assert get(base + "/api/cameras/campus", {}, "DELETE")[0] == 403
+    assert sorted(p.cameras()) == ["campus", "street"]
+
+
+def test_control_without_a_token_is_refused_when_the_config_is_read(model_path, sample_path, write_config):
+    cfg = live_config(model_path, sample_path, control=True)
+    with pytest.raises(ConfigError) as e:
+        load_config(write_config(cfg))
+    assert e.value.problems == ["outputs.web.control: adding and removing cameras over HTTP needs outputs.web.token"]
+    cfg["outputs"]["web"]["token"] = TOKEN
+    assert load_config(write_config(cfg)).outputs.web.control
+
+
+def decoded_frames(path: str) -> int:
+    with av.open(path) as f:
+        return sum(1 for _ in f.decode(video=0))
+
+
+def test_a_running_pipeline_adds_and_removes_cameras_on_its_own_port(model_path, sample_path, running, tmp_path):
+    """The graph's web server with `outputs.web.control`: the camera's tile data and outputs
+    appear; removed, its MP4 is finalised and plays."""
+    cfg = live_config(model_path, sample_path, token=TOKEN, control=True)
+    cfg["sources"] = cfg["sources"][:1]
+    p = running(cfg)
+    base = f"http://127.0.0.1:{p.web.port}"
+    body = f"id: dock\nuri: {sample_path('bikes.mp4')}\nrealtime: true\nloop: true\n".encode()
+    assert post(base, body, {"Authorization": "Bearer wrong"})[0] == 401
+    status, answer, _ = post(base, body)
+    assert (status, answer) == (201, b'{"added": "dock"}')
+    assert post(base, body)[0] == 409
+    assert post(base, b"id: dock2\n")[:2] == (400, b"body.uri: required\n")
+    assert until(lambda: json.loads(get(base + "/api/cameras", AUTH)[1])["cameras"].get("dock", {})
+                 .get("processed", 0) >= 10)
+    assert get(base + "/frame/dock.jpg", AUTH)[0] == 200  # its tile's picture
+    video = tmp_path / "out" / "dock.mp4"
+    assert until(lambda: (tmp_path / "out" / "detections.jsonl").exists() and video.exists())
+    assert get(base + "/api/cameras/dock", AUTH, "DELETE")[0] == 202
+    assert until(lambda: "dock" not in p.cameras())
+
+    def playable() -> bool:
+        try:
+            return decoded_frames(str(video)) >= 10
+        except av.FFmpegError:
+            return False
+    assert until(playable)  # the moov box was written: the file is finalised
+    lines = [json.loads(x) for x in (tmp_path / "out" / "detections.jsonl").read_text().splitlines()]
+    assert any(line["camera"] == "dock" for line in lines)
+    assert "campus" in p.cameras()
