@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
+import urllib.parse
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -20,9 +21,14 @@ from pipeline.control import CameraControl
 from pipeline.errors import CameraInUse, UnknownCamera, one_line
 from pipeline.redact import redact
 
+if TYPE_CHECKING:
+    from pipeline.web.handler import Handler
+
 log = logging.getLogger("pipeline.web")
 
 MAX_BODY = 64 * 1024  # a camera's mapping is a few hundred bytes
+DRAIN = 1 << 20  # of a body too large, this much is read and dropped before the connection closes
+PREFIX = "/api/cameras"
 WHERE = "body"  # the YAML path of the body's mapping in the problems
 
 
@@ -84,3 +90,51 @@ def remove(control: CameraControl, camera: str) -> Answer:
         return text(404, str(e))
     log.info("camera %s removed over HTTP", camera)
     return answer_json(202, {"removing": camera})
+
+
+def post(handler: Handler, path: str) -> None:
+    if path != PREFIX:
+        handler.send(404, b"not found\n")
+        return
+    control = controlling(handler)
+    body = read_body(handler) if control is not None else None
+    if control is not None and body is not None:
+        reply(handler, add(control, body, handler.headers.get("Content-Type", "")))
+
+
+def delete(handler: Handler, path: str) -> None:
+    camera = urllib.parse.unquote(path[len(PREFIX) + 1:])
+    if not path.startswith(PREFIX + "/") or not camera:
+        handler.send(404, b"not found\n")
+        return
+    control = controlling(handler)
+    if control is not None:
+        reply(handler, remove(control, camera))
+
+
+def controlling(handler: Handler) -> CameraControl | None:
+    """The run's camera control; None (answered 403) when `outputs.web.control` is off:
+    the path exists (GET lists the cameras), changing the cameras is what is refused."""
+    if handler.app.control is None:
+        handler.send(403, b"adding and removing cameras over HTTP is off (outputs.web.control)\n")
+    return handler.app.control
+
+
+def read_body(handler: Handler) -> bytes | None:
+    """The request's body, at most `MAX_BODY` bytes (None: answered 411 or 413)."""
+    try:
+        length = int(handler.headers.get("Content-Length", ""))
+    except ValueError:
+        length = -1
+    if length < 0 or "Transfer-Encoding" in handler.headers:
+        handler.send(411, b"a Content-Length is needed\n")
+        return None
+    if length > MAX_BODY:
+        handler.send(413, f"a camera's mapping is at most {MAX_BODY} bytes\n".encode())
+        handler.rfile.read(min(length, DRAIN))  # so that the client reads the answer, not a reset
+        return None
+    return handler.rfile.read(length)
+
+
+def reply(handler: Handler, answer: Answer) -> None:
+    handler.send(answer.status, answer.body, answer.content_type)

@@ -9,6 +9,10 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipeline.web.handler import Handler
 
 TYPES = {".jpg": "image/jpeg", ".mp4": "video/mp4"}
 CHUNK = 1 << 16
@@ -57,3 +61,31 @@ def byte_range(header: str | None, size: int) -> Span | None:
     if start > end:
         raise ValueError("the range begins beyond the file")
     return Span(start, end)
+
+
+def serve(handler: Handler, path: str) -> None:
+    """An event's snapshot or clip (one byte range of it when asked, for a player that seeks)."""
+    evidence_dir = handler.app.evidence_dir
+    real = evidence_file(evidence_dir, path) if evidence_dir else None
+    try:
+        f = open(real, "rb") if real else None  # noqa: SIM115  (closed below)
+    except OSError:
+        f = None
+    if real is None or f is None:
+        handler.send(404, b"no such evidence file\n")
+        return
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        try:
+            span = byte_range(handler.headers.get("Range"), size)
+        except ValueError:
+            handler.send(416, b"range not satisfiable\n", headers={"Content-Range": f"bytes */{size}"})
+            return
+        start, length = (span.start, span.length) if span else (0, size)
+        ranged = {"Content-Range": f"bytes {start}-{start + length - 1}/{size}"} if span else {}
+        handler.send_head(206 if span else 200, TYPES[os.path.splitext(real)[1]], length,
+                          {"Accept-Ranges": "bytes", **ranged})
+        f.seek(start)
+        while length > 0 and (chunk := f.read(min(CHUNK, length))):
+            handler.wfile.write(chunk)
+            length -= len(chunk)

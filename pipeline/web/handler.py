@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import urllib.parse
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -18,13 +17,11 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import generate_latest
 
-from pipeline.control import CameraControl
 from pipeline.errors import one_line
 from pipeline.redact import redact_data
 from pipeline.sinks.preview import Picture
-from pipeline.web import camera_api
+from pipeline.web import camera_api, evidence
 from pipeline.web.auth import authorised, is_token, set_cookie
-from pipeline.web.evidence import CHUNK, TYPES, byte_range, evidence_file
 
 if TYPE_CHECKING:
     from pipeline.web.server import WebServer
@@ -33,7 +30,6 @@ log = logging.getLogger("pipeline.web")
 
 PAGE = (Path(__file__).parent / "page.html").read_text(encoding="utf-8").encode()
 GONE = (ConnectionError, TimeoutError)  # the client closed, reset or stopped reading
-DRAIN = 1 << 20  # of a body too large, this much is read and dropped before the connection closes
 
 
 def _int(values: list[str] | None, default: int) -> int:
@@ -105,7 +101,7 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/api/events":
             self.recent_events(_int(query.get("limit"), 50), _int(query.get("after"), 0))
         elif path.startswith("/evidence/"):
-            self.evidence(urllib.parse.unquote(path[len("/evidence/"):]))
+            evidence.serve(self, urllib.parse.unquote(path[len("/evidence/"):]))
         elif path == "/metrics":
             self.send(200, generate_latest(self.app.registry), "text/plain; version=0.0.4")
         elif path.startswith("/stream/"):
@@ -118,53 +114,14 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         self.close_connection = True  # a body left unread is never taken for the next request
         request = self.guard()
-        if request is None:
-            return
-        if request[0] != "/api/cameras":
-            self.send(404, b"not found\n")
-            return
-        control = self.controlling()
-        body = self.body() if control is not None else None
-        if control is not None and body is not None:
-            self.answer(camera_api.add(control, body, self.headers.get("Content-Type", "")))
+        if request is not None:
+            camera_api.post(self, request[0])
 
     def do_DELETE(self) -> None:  # noqa: N802
         self.close_connection = True
         request = self.guard()
-        if request is None:
-            return
-        camera = urllib.parse.unquote(request[0][len("/api/cameras/"):])
-        if not request[0].startswith("/api/cameras/") or not camera:
-            self.send(404, b"not found\n")
-            return
-        control = self.controlling()
-        if control is not None:
-            self.answer(camera_api.remove(control, camera))
-
-    def controlling(self) -> CameraControl | None:
-        """The run's camera control; None (answered 403) when `outputs.web.control` is off:
-        the path exists (GET lists the cameras), changing the cameras is what is refused."""
-        if self.app.control is None:
-            self.send(403, b"adding and removing cameras over HTTP is off (outputs.web.control)\n")
-        return self.app.control
-
-    def body(self) -> bytes | None:
-        """The request's body, at most `MAX_BODY` bytes (None: answered 411 or 413)."""
-        try:
-            length = int(self.headers.get("Content-Length", ""))
-        except ValueError:
-            length = -1
-        if length < 0 or "Transfer-Encoding" in self.headers:
-            self.send(411, b"a Content-Length is needed\n")
-            return None
-        if length > camera_api.MAX_BODY:
-            self.send(413, f"a camera's mapping is at most {camera_api.MAX_BODY} bytes\n".encode())
-            self.rfile.read(min(length, DRAIN))  # so that the client reads the answer, not a reset
-            return None
-        return self.rfile.read(length)
-
-    def answer(self, a: camera_api.Answer) -> None:
-        self.send(a.status, a.body, a.content_type)
+        if request is not None:
+            camera_api.delete(self, request[0])
 
     def recent_events(self, limit: int, after: int) -> None:
         """The newest events after id `after`, newest first, with their evidence paths."""
@@ -173,32 +130,6 @@ class Handler(BaseHTTPRequestHandler):
             return
         events = self.app.events(max(1, min(limit, 200)), after)
         self.send(200, json.dumps({"events": redact_data(events)}).encode(), "application/json")
-
-    def evidence(self, path: str) -> None:
-        """An event's snapshot or clip (one byte range of it when asked, for a player that seeks)."""
-        real = evidence_file(self.app.evidence_dir, path) if self.app.evidence_dir else None
-        try:
-            f = open(real, "rb") if real else None  # noqa: SIM115  (closed below)
-        except OSError:
-            f = None
-        if f is None:
-            self.send(404, b"no such evidence file\n")
-            return
-        with f:
-            size = os.fstat(f.fileno()).st_size
-            try:
-                span = byte_range(self.headers.get("Range"), size)
-            except ValueError:
-                self.send(416, b"range not satisfiable\n", headers={"Content-Range": f"bytes */{size}"})
-                return
-            start, length = (span.start, span.length) if span else (0, size)
-            ranged = {"Content-Range": f"bytes {start}-{start + length - 1}/{size}"} if span else {}
-            self.send_head(206 if span else 200, TYPES[os.path.splitext(real)[1]], length,
-                           {"Accept-Ranges": "bytes", **ranged})
-            f.seek(start)
-            while length > 0 and (chunk := f.read(min(CHUNK, length))):
-                self.wfile.write(chunk)
-                length -= len(chunk)
 
     def page(self, token: str) -> None:
         """The page; opened with the right `?token=`, it also gets the cookie its own requests use."""
