@@ -55,13 +55,13 @@ def load_picture(path: str | None) -> tuple[np.ndarray, str]:
     import cv2
 
     image = cv2.imread(path)
-    if image is None:
-        try:
-            with av.open(path) as c:
-                image = next(c.decode(video=0)).to_ndarray(format="bgr24")
-        except Exception as e:
-            raise ValueError(f"--picture {path}: neither an image nor a readable video ({type(e).__name__})") from None
-    return image, f"the first frame of {os.path.basename(path)}" if not path.endswith((".jpg", ".png")) else path
+    if image is not None:
+        return image, os.path.basename(path)
+    try:
+        with av.open(path) as c:
+            return next(c.decode(video=0)).to_ndarray(format="bgr24"), f"the first frame of {os.path.basename(path)}"
+    except Exception as e:  # PyAV raises many types for files that are not video
+        raise ValueError(f"--picture {path}: neither an image nor a readable video ({type(e).__name__})") from None
 
 
 def inspect_model(path: str, picture: np.ndarray, picture_name: str) -> Inspection:

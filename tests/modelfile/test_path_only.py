@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, read_jsonl
-from exports import COCO, make_ultralytics_style, make_undescribed, ultralytics_metadata
+from exports import COCO, make_ultralytics_style, make_undescribed
 from pipeline.config.models import ModelConfig
 from pipeline.config.schema import Reader
 
