@@ -63,7 +63,7 @@ def many_cameras_config(model_path, clip: str) -> dict:
 
 def test_twelve_cameras_all_show_pictures_and_the_figures_keep_updating(model_path, small_clip, running):
     p = running(many_cameras_config(model_path, small_clip))
-    d = browser(1800, 1300)  # the twelve tiles in view at once
+    d = browser(2200, 1300)  # the twelve tiles in view at once, beside the events panel
     try:
         d.get(f"http://127.0.0.1:{p.web.port}/")
         deadline = time.monotonic() + 60
@@ -78,7 +78,7 @@ def test_twelve_cameras_all_show_pictures_and_the_figures_keep_updating(model_pa
         seqs = d.execute_script("return [...document.querySelectorAll('img.video')].map((i) => i.src)")
         time.sleep(3)
         later = d.execute_script("return [...document.querySelectorAll('img.video')].map((i) => i.src)")
-        d.set_window_size(1800, 400)  # now only the first row is in view: the others stop asking
+        d.set_window_size(2200, 400)  # now only the first row is in view: the others stop asking
         time.sleep(1)
         visible = {t.get_attribute("data-camera") for t in d.find_elements("css selector", ".tile")
                    if d.execute_script("const r = arguments[0].getBoundingClientRect();"
