@@ -121,28 +121,20 @@ def _runner(args: argparse.Namespace, config, checked):
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     import yaml
 
     from pipeline.cluster.ray_run import cluster_command
-    from pipeline.config import SourceConfig
-    from pipeline.config.schema import Reader
     from pipeline.errors import StartupError
 
     if args.action == "add":
         if not args.source:
             return _problems(["--source: required for add, e.g. '{id: door, uri: rtsp://10.0.0.7/stream1}'"])
         try:
-            raw = yaml.safe_load(args.source)
+            args.source = yaml.safe_load(args.source)
         except yaml.YAMLError as e:
-            return _problems([f"--source: invalid YAML: {e}"])
-        r = Reader(Path.cwd())
-        source = r.record(SourceConfig, raw, "--source")
-        if r.problems:
-            return _problems(r.problems)
-        source.queue = source.resolved_queue()
-        args.source = source
+            return _problems([f"--source: invalid YAML: {' '.join(str(e).split())}"])
+        if not isinstance(args.source, dict) or not args.source.get("id"):
+            return _problems(["--source: expected a mapping with id and uri, e.g. '{id: door, uri: rtsp://...}'"])
     elif args.action == "remove" and not args.camera:
         return _problems(["remove: which camera? pipeline cluster remove CAMERA"])
     try:
@@ -209,7 +201,8 @@ def _add_cluster(sub) -> None:
     cluster.add_argument("action", choices=["add", "remove", "status"])
     cluster.add_argument("camera", nargs="?", help="remove: the camera id")
     cluster.add_argument("--address", default="auto", help="the Ray cluster (default: auto)")
-    cluster.add_argument("--source", help="add: the camera as YAML, e.g. '{id: door, uri: rtsp://...}'")
+    cluster.add_argument("--source", help="add: the camera as YAML, like a sources[] entry, e.g. "
+                                          "'{id: door, uri: rtsp://...}' (checked by the running driver)")
     cluster.set_defaults(func=cmd_cluster)
 
 

@@ -155,6 +155,9 @@ class ClusterDriver:
             raise ValueError(f"camera {camera} is not running")
         self.call([(self.hosts[st.host], "remove", (camera,))], self.host_timeout_s)
 
+    def running(self) -> list[str]:
+        return sorted(c for c, st in self.cameras.items() if st.host and not st.done)
+
     # -- watching -----------------------------------------------------------------------------
     def poll(self) -> None:
         """One round: every host's status, each waited for at most `poll_s`; hosts dead or

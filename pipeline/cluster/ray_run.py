@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 from pipeline.cluster.driver import ClusterDriver, HostGone, HostState
 from pipeline.cluster.host import PipelineHost
-from pipeline.config import Config
-from pipeline.errors import StartupError
+from pipeline.config import Config, ConfigError, SourceConfig
+from pipeline.control import CameraControl
+from pipeline.errors import CameraInUse, StartupError, UnknownCamera
 from pipeline.redact import redact, redact_data
 
 log = logging.getLogger("pipeline.cluster")
@@ -168,6 +169,7 @@ class ClusterRun:
                                f"Ray cluster ({type(e).__name__}: {CONTROL})") from None
         self.hosts = start_hosts(ray, config, options.max_frames, options.hosts, options.cpus_per_host)
         self.driver = ClusterDriver(config, self.hosts, ray_call, kill_host, host_timeout_s=options.host_timeout_s)
+        self.control = CameraControl(self, config)
         self._stops: dict[str, object] = {}  # host -> its pending `stop` call
         self._stop: bool | None = None  # None: running; False: drain; True: abort
         self._aborts: set[str] = set()  # hosts told to abort
@@ -189,17 +191,31 @@ class ClusterRun:
             time.sleep(min(self.driver.poll_s, max(0.0, deadline - time.monotonic())))
 
     def _serve(self, requests: list[dict]) -> None:
+        """`pipeline cluster add|remove`, checked as the web API's are (`CameraControl`)."""
         for request in requests:
             refused = None
             try:
                 if request["op"] == "add":
-                    self.driver.add([request["source"]])
+                    self.control.add(request["source"], "--source")
                 else:
-                    self.driver.remove(request["camera"])
-            except (ValueError, RuntimeError) as e:
+                    self.control.remove(request["camera"])
+            except ConfigError as e:
+                refused = "; ".join(e.problems)
+            except (CameraInUse, UnknownCamera, ValueError, RuntimeError) as e:
                 refused = str(e)
-                log.error("cluster %s: %s", request["op"], refused)
+            if refused:
+                log.error("cluster %s: %s", request["op"], redact(refused))
             self.mailbox.answer.remote(request["number"], refused)
+
+    # `pipeline.control.Runs`
+    def add_camera(self, source: SourceConfig) -> None:
+        self.driver.add([source])
+
+    def remove_camera(self, camera: str) -> None:
+        self.driver.remove(camera)
+
+    def cameras(self) -> list[str]:
+        return self.driver.running()
 
     def stop(self, abort: bool = False) -> None:
         """Every host is to stop its cameras and drain (`abort`: at once). Called from a
@@ -261,7 +277,7 @@ def cluster_command(args) -> int:
         snap = ray.get(mailbox.snapshot.remote())
         print(summary_table(snap) if snap else "the run has not reported yet")
         return 0
-    camera = args.source.id if args.action == "add" else args.camera
+    camera = args.source["id"] if args.action == "add" else args.camera
     request = {"op": "add", "source": args.source} if args.action == "add" else {"op": "remove", "camera": camera}
     number = ray.get(mailbox.put.remote(request))
     deadline = time.monotonic() + ANSWER_WAIT_S

@@ -138,6 +138,7 @@ echo "second driver $?"
 {py} cluster add --source "{extra}"; echo "add $?"
 {py} cluster add --source "{extra}" 2> {tmp_path / 'add-again.err'}; echo "add again $?"
 {py} cluster remove nosuch 2> {tmp_path / 'remove-unknown.err'}; echo "remove unknown $?"
+{py} cluster add --source "{{id: bad, uri: {tmp_path / 'missing.mp4'}}}" 2> {tmp_path / 'add-bad.err'}; echo "add bad $?"
 sleep 3
 {py} cluster status
 {py} cluster remove extra; echo "remove $?"
@@ -156,6 +157,7 @@ echo "run exit $?"
     assert "add 0" in r.stdout and "camera extra: added" in r.stdout
     assert "add again 2" in r.stdout and "already running" in err("add-again")
     assert "remove unknown 2" in r.stdout and "camera nosuch is not running" in err("remove-unknown")
+    assert "add bad 2" in r.stdout and "--source.uri: " in err("add-bad")  # checked like a sources[] entry
     assert "remove 0" in r.stdout and "camera extra: removed" in r.stdout
     status = r.stdout[r.stdout.index("camera        host"):]
     assert "cam0" in status and "extra" in status  # both running, on their hosts
