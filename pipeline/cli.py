@@ -12,7 +12,6 @@ with status 130.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import signal
