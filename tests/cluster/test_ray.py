@@ -93,16 +93,18 @@ def test_four_cameras_on_two_hosts_write_what_one_process_writes_through_a_hung_
         assert (len(list((tmp_path / "cluster").glob(f"cam{i}*.mp4"))) > 1) == (f"cam{i}" in moved)
 
 
-def test_live_cameras_moved_from_a_hung_host_continue_their_numbering_and_time(tmp_path, sample_path, model_path):
-    """Live cameras of a frozen host continue on the other: `seq` and time go on where
-    their outputs end (cut back to agree), each `seq` once, `--max-frames` across the move."""
+def test_live_cameras_moved_from_a_crashed_host_continue_their_numbering_and_time(tmp_path, sample_path,
+                                                                                   model_path):
+    """A host's process dies (Ray reports its actor dead): its live cameras continue on
+    the other host, `seq` and time going on where their outputs end (cut back to agree),
+    each `seq` once, `--max-frames` counted across the move."""
     out = tmp_path / "out"
     sources = [{"id": f"cam{i}", "uri": sample_path("bikes.mp4"), "live": True, "max_fps": 10} for i in range(4)]
     config = {"sources": sources, "models": {"det": detector_model(model_path)},
               "graph": [{"detect": {"model": "det"}}, "annotate"],
               "outputs": {"dir": str(out), "jsonl": {"filename": "{camera}.jsonl"}}}
-    result = scenario(config, tmp_path, "--hang-after", "50", "--max-frames", "150")
-    assert result["finished"] and len(result["incidents"]) == 1 and not result["hung_host_alive"]
+    result = scenario(config, tmp_path, "--crash-after", "50", "--max-frames", "150")
+    assert result["finished"] and len(result["incidents"]) == 1 and "ActorDiedError" in result["incidents"][0]
     moved = {c for c, v in result["cameras"].items() if v["moves"]}
     assert moved, result["cameras"]
     for cam in result["cameras"]:

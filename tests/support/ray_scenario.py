@@ -1,12 +1,12 @@
 """A cluster run on a local 2-node Ray cluster (1 CPU each), for the cluster tests; run in
 a private network namespace (Ray binds every interface):
 
-    unshare -n sh -c 'ip link set lo up; python ray_scenario.py CONFIG RESULT [--hang-after N]'
+    unshare -n sh -c 'ip link set lo up; python ray_scenario.py CONFIG RESULT [--hang-after N | --crash-after N]'
 
 Starts the cluster, two pipeline hosts (one per node), places the config's cameras with
-the real driver, optionally freezes the first host's process (SIGSTOP, as a hung machine)
-once N frames are done, runs to the end and writes the driver's final snapshot (and what
-it saw) to RESULT as JSON.
+the real driver, optionally freezes (SIGSTOP, as a hung machine) or kills (SIGKILL, as a
+crash) the first host's process once N frames are done, runs to the end and writes the
+driver's final snapshot (and what it saw) to RESULT as JSON.
 """
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ def main() -> int:
     ap.add_argument("config")
     ap.add_argument("result")
     ap.add_argument("--hang-after", type=int, help="SIGSTOP the first host once this many frames are done")
+    ap.add_argument("--crash-after", type=int, help="SIGKILL the first host once this many frames are done")
     ap.add_argument("--hosts", type=int, default=2)
     ap.add_argument("--max-frames", type=int)
     args = ap.parse_args()
@@ -64,8 +65,9 @@ def main() -> int:
         time.sleep(driver.poll_s)
         driver.poll()
         done = sum(c["processed"] for h in driver.hosts.values() if h.status for c in h.status.cameras.values())
-        if args.hang_after and hung_at is None and done >= args.hang_after:
-            os.kill(pid, signal.SIGSTOP)
+        after = args.hang_after or args.crash_after
+        if after and hung_at is None and done >= after:
+            os.kill(pid, signal.SIGSTOP if args.hang_after else signal.SIGKILL)
             hung_at = time.time()
         if hung_at and lost_at is None and not driver.hosts[hosts[0].name].alive:
             lost_at = time.time()
