@@ -167,6 +167,8 @@ class VideoWriter:
                    "flush_packets": "1"}
         if self.lease is None:
             return av.open(path, "w", options=options)
+        if self._file is not None:  # a second try (the encoder's fallback) starts the file over
+            self._file.close()
         self._file = LeasedFile(path, self.lease)
         return av.open(self._file, "w", format="mov" if path.endswith(".mov") else "mp4", options=options)
 
