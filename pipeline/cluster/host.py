@@ -18,11 +18,13 @@ from pipeline.cluster.status import HostStatus
 from pipeline.config import Config, SourceConfig
 from pipeline.frames import Resume
 from pipeline.graph import Pipeline
+from pipeline.redact import register_config
 
 
 class PipelineHost:
     def __init__(self, name: str, config: Config, cores: int, max_frames: int | None = None):
         # the driver's checked config; this host's share of the machine is `cores`
+        register_config(config)  # this process masks the config's secrets too (states, errors, events)
         config = replace(config, sources=[], runtime=replace(config.runtime, threads=cores))
         self.name = name
         self.node = socket.gethostname()
