@@ -196,7 +196,8 @@ class ModelConfig:
         """The start-up line naming the settings that came from the ONNX file (None: none did)."""
         if not self.from_file:
             return None
-        shown = {"labels": f"{len(self.labels)} names ({', '.join(self.labels[:3])}{', ...' if len(self.labels) > 3 else ''})",
+        more = ", ..." if len(self.labels) > 3 else ""
+        shown = {"labels": f"{len(self.labels)} names ({', '.join(self.labels[:3])}{more})",
                  "input_size": f"{self.input_size[0]}x{self.input_size[1]}" if self.input_size else "",
                  "scale": f"{self.scale:.6g}"}
         parts = [f"{k} {shown.get(k, getattr(self, k))} ({why})" for k, why in self.from_file.items()]

@@ -72,8 +72,23 @@ def _layout_by_inspection(path: str, problems: list[str]) -> tuple[object, list[
     return model_settings(path, None, None, found.layout)
 
 
-def optimize_command(args: argparse.Namespace) -> int:
+def _show(o, path: str, threads: int) -> None:
     from pipeline.bench.runner import cpu_name
+
+    frames = (f"on {o.held_out_frames} held-out frames ({o.calibration_frames} other frames calibrated)"
+              if o.calibration_frames else f"on {o.held_out_frames} frames")
+    print(f"{o.precision} variant of {path}: {o.agreement.shows()} {frames}")
+    if o.kept_fp32:
+        more = ", ..." if len(o.kept_fp32) > 6 else ""
+        print(f"kept float32: {len(o.kept_fp32)} node(s) nearest the input ({', '.join(o.kept_fp32[:6])}{more})")
+    before, after = o.speed
+    print(f"ms per frame, model alone, batch 1, {threads} thread(s) on {cpu_name()} (turns interleaved, median of 3 "
+          f"rounds): original {before.wall_ms:.1f} (CPU {before.cpu_ms:.1f}), {o.precision} {after.wall_ms:.1f} "
+          f"(CPU {after.cpu_ms:.1f}): {before.wall_ms / after.wall_ms:.2f}x wall, "
+          f"{before.cpu_ms / after.cpu_ms:.2f}x CPU")
+
+
+def optimize_command(args: argparse.Namespace) -> int:
     from pipeline.engines.session import ModelError
     from pipeline.modelfile.optimize import OptimizeError, optimize
 
@@ -88,25 +103,20 @@ def optimize_command(args: argparse.Namespace) -> int:
     problems += [f"--calibrate {c}: file not found" for c in missing]
     if not 0 < args.min_agreement <= 1:
         problems.append(f"--min-agreement: must be within 0..1, got {args.min_agreement}")
+    precision = "fp16" if args.fp16 else "int8"
+    out = args.out or f"{os.path.splitext(args.path)[0]}.{precision}.onnx"
+    if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+        problems.append(f"--out {out}: its folder does not exist")
+    if args.frames < 2:
+        problems.append(f"--frames: need at least 2, got {args.frames}")
     if problems:
         return _errors(problems)
-    precision = "fp16" if args.fp16 else "int8"
-    stem = os.path.splitext(args.path)[0]
-    out = args.out or f"{stem}.{precision}.onnx"
     threads = args.threads or os.cpu_count() or 1
     try:
         o = optimize(args.path, model, precision, args.calibrate, out, args.min_agreement, args.frames, threads)
     except (OptimizeError, ModelError, ModelFileError) as e:
         return _errors([str(e)])
-    before, after = o.speed
-    print(f"{precision} variant of {args.path}: {o.agreement.shows()} on {o.held_out_frames} held-out frames "
-          f"({o.calibration_frames} other frames calibrated)" if precision == "int8" else
-          f"{precision} variant of {args.path}: {o.agreement.shows()} on {o.held_out_frames} frames")
-    if o.kept_fp32:
-        print(f"kept float32: {len(o.kept_fp32)} node(s) ({', '.join(o.kept_fp32[:6])}{', ...' if len(o.kept_fp32) > 6 else ''})")
-    print(f"ms per frame, model alone, batch 1, {threads} thread(s) on {cpu_name()} (turns interleaved, median of 3 "
-          f"rounds): original {before.wall_ms:.1f} (CPU {before.cpu_ms:.1f}), {precision} {after.wall_ms:.1f} "
-          f"(CPU {after.cpu_ms:.1f}): {before.wall_ms / after.wall_ms:.2f}x wall, {before.cpu_ms / after.cpu_ms:.2f}x CPU")
+    _show(o, args.path, threads)
     if o.written is None:
         print(f"error: agreement {o.agreement.score:.4f} is below --min-agreement {args.min_agreement}: "
               f"{out} not written", file=sys.stderr)

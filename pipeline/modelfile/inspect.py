@@ -86,7 +86,8 @@ def inspect_model(path: str, picture: np.ndarray, picture_name: str) -> Inspecti
         checked = "" if len(found.layouts) == 1 else f"; only {fitting[0]} gives plausible boxes on {picture_name}"
         ins.layout_why = shape_why + checked
     elif fitting:
-        ins.layout_why = f"{shape_why}; {' and '.join(fitting)} both give plausible boxes on {picture_name}: give `layout`"
+        ins.layout_why = (f"{shape_why}; {' and '.join(fitting)} both give plausible boxes on {picture_name}: "
+                          f"give `layout`")
     else:
         ins.layout_why = found.missing.get("layout", shape_why) if not ins.readings else \
             f"{shape_why}; no reading fits on {picture_name}"
@@ -128,7 +129,8 @@ def _try(path: str, layout: str, picture: np.ndarray) -> tuple[ModelConfig, Read
     for c in det.class_id.tolist():
         counts[det.names(c)] = counts.get(det.names(c), 0) + 1
     shown = ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1])[:4])
-    return model, Reading(layout, None, f"{len(det)} boxes above {model.score_threshold}" + (f": {shown}" if shown else ""))
+    found = f"{len(det)} boxes above {model.score_threshold}" + (f": {shown}" if shown else "")
+    return model, Reading(layout, None, found)
 
 
 def report(ins: Inspection) -> str:

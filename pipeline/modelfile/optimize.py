@@ -42,7 +42,6 @@ class Outcome:
     agreement: Agreement
     speed: tuple[Speed, Speed]            # the original's and the variant's
     kept_fp32: list[str] = field(default_factory=list)
-    tries: list[str] = field(default_factory=list)  # each attempt and its agreement
     calibration_frames: int = 0
     held_out_frames: int = 0
     written: str | None = None
@@ -183,14 +182,14 @@ def optimize(path: str, model: ModelConfig, precision: Precision, clips: list[st
              min_agreement: float, frames: int = 128, threads: int | None = None, show: bool = True,
              log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> Outcome:
     """Make the variant, measure it on held-out frames, and write it to `out` only when it
-    agrees at least `min_agreement` (the outcome says either way)."""
+    agrees at least `min_agreement` (the outcome says either way). `frames` are sampled
+    across the clips; each attempt's agreement goes to `log`."""
     threads = threads or os.cpu_count() or 1
     calibration, held_out = sample_frames(clips, model, frames)
     if precision == "fp16":  # nothing is calibrated: every frame measures agreement
         calibration, held_out = [], calibration + held_out
     reference = Runner(model, create_session(model, threads))
     folder = os.path.dirname(os.path.abspath(out))
-    tries: list[str] = []
     with tempfile.TemporaryDirectory(dir=folder, prefix=".optimize-") as tmp:
         candidate, prepared = os.path.join(tmp, "variant.onnx"), os.path.join(tmp, "prepared.onnx")
         if precision == "int8":
@@ -202,13 +201,11 @@ def optimize(path: str, model: ModelConfig, precision: Precision, clips: list[st
                 to_int8(prepared, candidate, calibration, keep, show=show)
             variant = Runner(model, create_session(replace(model, path=candidate), threads))
             agreed = agreement(reference, variant, held_out)
-            tries.append(precision + (f" with {len(keep)} node(s) kept float32" if keep else "") +
-                         f": {agreed.shows()}")
-            log(tries[-1])
+            log(precision + (f" with {len(keep)} node(s) kept float32" if keep else "") + f": {agreed.shows()}")
             if agreed.score >= min_agreement:
                 break
         speed = ms_per_frame([reference, variant], held_out)
-        outcome = Outcome(precision, agreed, (speed[0], speed[1]), keep, tries, len(calibration), len(held_out))
+        outcome = Outcome(precision, agreed, (speed[0], speed[1]), keep, len(calibration), len(held_out))
         if agreed.score >= min_agreement:
             _copy_metadata(path, candidate, precision)
             os.replace(candidate, out)
