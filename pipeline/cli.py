@@ -157,7 +157,8 @@ def cmd_models(args: argparse.Namespace) -> int:
             present = (dest / e.file).is_file()
             variants = [v.name for v in catalog.VARIANTS if v.derived_from == e.name]
             print(f"{e.name:<22}{'present' if present else 'missing':<9}{e.file:<28}{e.about}")
-            print(f"{'':<22}source: {e.source}" + (f"; variants built by fetch: {', '.join(variants)}" if variants else ""))
+            built = f"; variants built by fetch: {', '.join(variants)}" if variants else ""
+            print(f"{'':<22}source: {e.source}{built}")
         return 0
     fetcher = catalog.Fetcher(dest=dest)
     if args.no_mirror:
