@@ -104,6 +104,9 @@ class EngineConfig:
     io_binding: bool = option(True, doc="run on buffers bound once (no per-run allocation or copies)")
     cuda_graph: bool = option(False, doc="CUDA only: capture and replay CUDA graphs (use with `batch_sizes`)")
     device_id: int = option(0, check=non_negative, doc="GPU index")
+    cudnn_conv_algo_search: Literal["heuristic", "exhaustive", "default"] = option(
+        "heuristic", doc="CUDA: how cuDNN picks convolution algorithms (`exhaustive` times every candidate on a "
+                         "shape's first run: mid-stream, where a batch size is first seen)")
     trt_fp16: bool = option(True, doc="TensorRT: allow FP16")
     trt_cache_dir: str | None = option(None, read=read_path, doc="TensorRT engine cache folder")
 

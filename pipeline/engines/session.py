@@ -60,6 +60,7 @@ def provider_list(model: ModelConfig) -> list:
             entries.append(("CUDAExecutionProvider", {
                 "device_id": str(e.device_id),
                 "enable_cuda_graph": "1" if e.cuda_graph else "0",
+                "cudnn_conv_algo_search": e.cudnn_conv_algo_search.upper(),
             }))
         elif p == "tensorrt":
             opts = {"device_id": str(e.device_id), "trt_fp16_enable": "1" if e.trt_fp16 else "0"}

@@ -225,3 +225,14 @@ def test_the_decoded_output_can_be_chosen_by_name_or_index(tmp_path, model_path,
 ])
 def test_the_preferred_batch_is_the_smallest_within_ten_percent_of_the_cheapest(costs, preferred):
     assert choose_batch(costs) == preferred
+
+
+def test_cudnn_picks_algorithms_by_heuristic_unless_told_otherwise(model_path):
+    """EXHAUSTIVE (ORT's default) times every algorithm on a shape's first run: with
+    batch sizes first seen while cameras run, that is a stall mid-stream."""
+    from pipeline.engines.session import provider_list
+
+    cuda = dict(provider_list(yolox(model_path("yolox_nano.onnx"), providers=["cuda"]))[0][1])
+    assert cuda["cudnn_conv_algo_search"] == "HEURISTIC"
+    chosen = provider_list(yolox(model_path("yolox_nano.onnx"), providers=["cuda"], cudnn_conv_algo_search="exhaustive"))
+    assert chosen[0][1]["cudnn_conv_algo_search"] == "EXHAUSTIVE"
