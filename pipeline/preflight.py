@@ -26,6 +26,7 @@ import onnxruntime as ort
 
 from pipeline.config import Config, ConfigError, ModelConfig, is_url, load_yaml, output_path_problems, read_config
 from pipeline.decoders.layouts import DetectionDecoder, LayoutError
+from pipeline.engines.binding import no_graph
 from pipeline.engines.plan import session_threads
 from pipeline.engines.session import ModelError, create_session, output_names
 from pipeline.errors import one_line
@@ -80,7 +81,9 @@ def model_problems(model: ModelConfig, session: ort.InferenceSession, picture: n
     tensor, _ = Preprocessor(model)(picture)
     batch = tensor.numpy()[None]
     try:
-        outputs = session.run(names, {session.get_inputs()[0].name: batch})
+        # the session goes on to the engine: a plain run must not capture CUDA graph 0 on ORT's own buffers
+        options = no_graph() if model.engine.cuda_graph else None
+        outputs = session.run(names, {session.get_inputs()[0].name: batch}, options)
     except Exception as e:
         return [f"{where}: test inference failed: {one_line(e)}"]
     shapes = [list(o.shape) for o in outputs]

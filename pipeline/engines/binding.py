@@ -26,13 +26,17 @@ from pipeline.engines.session import ModelError
 NO_GRAPH = "-1"  # gpu_graph_id for a run that must neither capture nor replay a graph
 
 
+def no_graph() -> ort.RunOptions:
+    """Run options for a plain run on a session with CUDA graphs enabled, which would
+    otherwise capture graph 0 on ORT's own buffers."""
+    options = ort.RunOptions()
+    options.add_run_config_entry("gpu_graph_id", NO_GRAPH)
+    return options
+
+
 def run_plain(session: ort.InferenceSession, output_names: list[str], input_name: str, piece: Piece,
               graphs: bool = False) -> list[np.ndarray]:
-    options = None
-    if graphs:  # a session with CUDA graphs enabled would capture graph 0 on a plain run
-        options = ort.RunOptions()
-        options.add_run_config_entry("gpu_graph_id", NO_GRAPH)
-    return session.run(output_names, {input_name: piece.buffer}, options)
+    return session.run(output_names, {input_name: piece.buffer}, no_graph() if graphs else None)
 
 
 def output_shapes(session: ort.InferenceSession, names: list[str], batch: int) -> tuple[dict[str, list[int]], list[str]]:
