@@ -85,6 +85,17 @@ def test_mistakes_answer_400_with_the_lines_validate_gives(controlled, sample_pa
     assert "dock" not in p.cameras()
 
 
+def test_a_body_that_expands_or_nests_without_end_is_400(controlled):
+    """500 bytes of nested YAML aliases stand for 10^9 values: the answer took for ever."""
+    _, base = controlled
+    bomb = ['a0: &a0 ["x","x","x","x","x","x","x","x","x","x"]']
+    bomb += [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    body = ("\n".join(bomb) + "\nid: dock\nuri: x.mp4\nloop: *a8\n").encode()
+    assert post(base, body)[:2] == (400, b"body: line 2 column 10: YAML aliases (*name) are not accepted here\n")
+    deep = b"[" * 60000
+    assert post(base, deep, content_type="application/json")[:2] == (400, b"body: nested too deeply\n")
+
+
 def test_answers_are_redacted(controlled):
     _, base = controlled
     status, answer, _ = post(base, b"id: dock\nuri: /nope/x.mp4?token=hunter2\n")
