@@ -131,6 +131,8 @@ class WebServer:
         """`events(limit, after)`: the newest events (`RecentEvents.newest`), for the page's
         panel; `evidence_dir`: `outputs.dir`, whose `events/` folder is served; `control`:
         cameras added and removed over HTTP (given only with `outputs.web.control`)."""
+        if control is not None and not config.token:  # a WebConfig made in code skips the config's check
+            raise StartupError("outputs.web.control: adding and removing cameras over HTTP needs outputs.web.token")
         self.config = config
         self.snapshot = snapshot
         self.preview = preview

@@ -154,6 +154,21 @@ def test_control_without_a_token_is_refused_when_the_config_is_read(model_path, 
     assert load_config(write_config(cfg)).outputs.web.control
 
 
+def test_a_server_given_control_without_a_token_does_not_start(model_path, sample_path, running):
+    """A WebConfig made in code never went through the config's check."""
+    from pipeline.errors import StartupError
+
+    cfg = live_config(model_path, sample_path)
+    del cfg["outputs"]["web"]
+    p = running(cfg)
+    preview = Preview()
+    try:
+        with pytest.raises(StartupError, match="^outputs.web.control: .* needs outputs.web.token$"):
+            WebServer(WebConfig(port=0, control=True), p.snapshot, preview, control=CameraControl(p, p.config))
+    finally:
+        preview.close()
+
+
 def decoded_frames(path: str) -> int:
     with av.open(path) as f:
         return sum(1 for _ in f.decode(video=0))
