@@ -5,7 +5,7 @@ outputs could not all be written or that lost an event, 2 bad configuration, mod
 output, or a start-up failure (every problem listed on its own `error:` line, nothing
 started), 130 interrupted by a signal (outputs finalised).
 
-Only the standard library and the small run loop module are imported at module level: a
+Only the standard library and the exit codes are imported at module level: a
 Ctrl-C while the heavy libraries load or models open ends the command at once, quietly,
 with status 130.
 """
@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 
-from pipeline.runloop import BAD_INPUT, INTERRUPTED
+from pipeline.errors import BAD_INPUT, INTERRUPTED
 
 
 def _setup_logging(verbose: bool) -> None:

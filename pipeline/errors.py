@@ -1,5 +1,10 @@
-"""How an exception from a library reads in our one-line error messages."""
+"""How an exception from a library reads in our one-line error messages, the errors the
+run reports as one line, and the exit status of a command (the rule that picks it is
+`pipeline.runloop.exit_status`; these names are here so the command line can use them
+before anything heavy is imported)."""
 from __future__ import annotations
+
+DONE, FAILED, BAD_INPUT, INTERRUPTED = 0, 1, 2, 130
 
 
 def one_line(e: BaseException) -> str:

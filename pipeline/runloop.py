@@ -22,13 +22,12 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from pipeline.errors import StartupError
+from pipeline.errors import BAD_INPUT, DONE, FAILED, INTERRUPTED, StartupError
 from pipeline.metrics.report import progress_line, summary_table
 from pipeline.redact import redact, redact_data
 
 log = logging.getLogger("pipeline")
 
-DONE, FAILED, BAD_INPUT, INTERRUPTED = 0, 1, 2, 130
 LOCK_FILE = ".pipeline.lock"
 
 

@@ -133,9 +133,20 @@ class WebhookConfig:
 
 
 @dataclass(kw_only=True)
+class ClipsConfig:
+    pre_s: float = option(5.0, check=non_negative, doc="seconds before the event (from the keyframe at or before)")
+    post_s: float = option(5.0, check=non_negative, doc="seconds after the event (events close together share a clip)")
+    max_mb: float = option(64.0, check=positive, doc="encoded video a camera keeps in memory for clips, at most")
+
+
+@dataclass(kw_only=True)
 class EventsConfig:
     mqtt: MqttConfig | None = option(None, shown="off", doc="publish events to an MQTT broker")
     webhook: WebhookConfig | None = option(None, shown="off", doc="POST events to an HTTP endpoint")
+    snapshots: bool = option(False, doc="save the frame that confirmed each event (and the object's crop) as JPEG "
+                                        "under `events/<camera>/`; MQTT also gets it on `pipeline/<camera>/snapshot`")
+    clips: ClipsConfig | None = option(None, shown="off", doc="a short MP4 around each event, cut from the encoded "
+                                                              "video (no second encode)")
     flush_timeout_s: float = option(5.0, check=non_negative,
                                     doc="at shutdown, unsent events get this long to go out (then count as dropped)")
 
