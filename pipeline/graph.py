@@ -22,6 +22,7 @@ import cv2
 import onnxruntime as ort
 
 from pipeline.config import Config, SourceConfig, entry_stage
+from pipeline.control import CameraControl
 from pipeline.engines.plan import plan_threads
 from pipeline.engines.registry import EngineRegistry, gpu_models, open_sessions
 from pipeline.frames import Frame, Resume
@@ -31,6 +32,7 @@ from pipeline.runtime.ingress import Ingress
 from pipeline.runtime.stage import RunControl, Stage
 from pipeline.runtime.threads import Capacity, ThreadPlan
 from pipeline.sinks.events import EventPublisher
+from pipeline.sinks.evidence import EventEvidence, RecentEvents
 from pipeline.sinks.preview import Preview
 from pipeline.sinks.stage import SinkStage
 from pipeline.sources.video import VideoSource
@@ -78,7 +80,7 @@ class Pipeline:
         self.stages = [STAGES[type(spec)].from_spec(spec, ctx) for spec in cfg.graph]
         self._build_outputs()
         self.sink = SinkStage(cfg.outputs, self.metrics, self.control, Capacity(self.plan.cores),
-                              cfg.runtime.queue_size, preview=self.preview, events=self.events)
+                              cfg.runtime.queue_size, self.evidence, self.preview)
         for a, b in zip(self.stages, [*self.stages[1:], self.sink]):
             a.emit = b.accept
         self.stages.append(self.sink)
@@ -86,15 +88,19 @@ class Pipeline:
             self._source(s, Resume())
 
     def _build_outputs(self) -> None:
-        """The live view and the event destinations (the sink feeds them)."""
-        web = self.config.outputs.web
-        if web is not None:
-            self.preview = Preview(web.fps, web.quality, web.width)
-            self.web = WebServer(web, self.snapshot, self.preview, cameras=lambda: self.metrics.cameras)
-        events = EventPublisher(self.config.outputs.events)
+        """The event destinations, the events' evidence and the live view (the sink feeds them)."""
+        out = self.config.outputs
+        events = EventPublisher(out.events)
         if events:
             self.events = events
             self.metrics.state_listeners.append(events.camera_state)
+        self.recent = RecentEvents()
+        self.evidence = EventEvidence(out.dir, out.events, self.events, self.recent)
+        if out.web is not None:
+            self.preview = Preview(out.web.fps, out.web.quality, out.web.width)
+            self.web = WebServer(out.web, self.snapshot, self.preview, cameras=lambda: self.metrics.cameras,
+                                 events=self.recent.newest, evidence_dir=out.dir,
+                                 control=CameraControl(self, self.config) if out.web.control else None)
 
     def _dropped(self, item: object, reason: str) -> None:
         if isinstance(item, Frame):
@@ -105,8 +111,8 @@ class Pipeline:
         self.sink.add_camera(s.id, bool(s.live), resume)
         port = self.ingress.add_camera(s.id, s.queue.size or self.ingress.read_budget, s.queue.policy)
         self.plan.add_camera(s.thread_count)
-        source = VideoSource(s, Preprocessor(self.config.detector), port.put, self.metrics, self.control,
-                             self.max_frames, room=port.wait_turn, read_done=port.end_turn, start_at=resume.start_at)
+        source = VideoSource(s, Preprocessor(self.config.detector), port, self.metrics, self.control,
+                             self.max_frames, resume)
         self.sources.append(source)
         return source
 
@@ -138,6 +144,7 @@ class Pipeline:
         self.started = True
         if self.events is not None:
             self.events.start()
+        self.evidence.start()
         if self.web is not None:
             self.web.start()
         for stage in reversed(self.stages):
@@ -175,7 +182,8 @@ class Pipeline:
                 stage.join(left())
         for stage in self.stages:
             stage.close()
-        for part in (getattr(self, "engines", None), self.events, self.web, self.preview):
+        for part in (getattr(self, "engines", None), getattr(self, "evidence", None), self.events, self.web,
+                     self.preview):
             if part is not None:
                 part.close()
 

@@ -95,12 +95,14 @@ class ClipRecorder:
         self._clip_path = ""
         self._end_s = 0.0
         self._last_dts: int | None = None
+        self._newest_s = 0.0
         self.written: list[str] = []
 
     def packet(self, packet: av.Packet, stream) -> None:
         """Every packet the camera's encoder makes, before it is muxed."""
         self._stream = stream
         held = Held.of(packet)
+        self._newest_s = held.seconds
         self.ring.add(held)
         if self._clip is not None:
             if held.seconds > self._end_s:
@@ -108,9 +110,11 @@ class ClipRecorder:
             else:
                 self._write(held)
 
-    def event(self, at_s: float, name: str) -> str | None:
-        """An event at `at_s` (the frame's time): the clip that will show it (None: no
-        encoded video yet to cut from)."""
+    def event(self, name: str, at_s: float | None = None) -> str | None:
+        """An event at `at_s` (default: the newest packet's time, the frame being written
+        comes next): the clip that will show it (None: no encoded video yet to cut from)."""
+        if at_s is None:
+            at_s = self._newest_s
         if self._clip is not None:
             self._end_s = max(self._end_s, at_s + self.post_s)
             return self._clip_path

@@ -86,6 +86,14 @@ class MqttSender:
             self._acked.discard(mid)
         self._pending = None
 
+    def picture(self, camera: str, jpeg: bytes) -> bool:
+        """The event's snapshot on `pipeline/<camera>/snapshot`, retained (the newest one is
+        what a dashboard shows): best effort, False when the broker is away."""
+        if not self.client.is_connected():
+            return False
+        topic = self.config.topic.format(camera=camera).rsplit("/", 1)[0] + "/snapshot"
+        return self.client.publish(topic, jpeg, qos=0, retain=True).rc == 0
+
     def close(self) -> None:
         """Disconnect first: paho's `loop_stop` alone waits for every unacknowledged message."""
         if self._started:

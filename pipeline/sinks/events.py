@@ -139,6 +139,7 @@ class EventPublisher:
         self.outboxes = [Outbox(sender, size) for sender, size in senders_for(config)]
         self._aborted = False
         self._closed = False
+        self.pictures_skipped = 0  # snapshots not published while a broker was away (best effort)
 
     def __bool__(self) -> bool:
         return bool(self.outboxes)
@@ -151,6 +152,13 @@ class EventPublisher:
     def publish(self, event: dict) -> None:
         for box in self.outboxes:
             box.put(event)
+
+    def picture(self, camera: str, jpeg: bytes) -> None:
+        """An event's snapshot to the destinations that take pictures (MQTT)."""
+        for box in self.outboxes:
+            send = getattr(box.sender, "picture", None)
+            if send is not None and box.started and not send(camera, jpeg):
+                self.pictures_skipped += 1
 
     def camera_state(self, camera: str, state: str, detail: str) -> None:
         self.publish({"camera": camera, "event": "state", "state": state, "detail": redact(detail),

@@ -13,6 +13,7 @@ import logging
 import os
 import queue
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -21,7 +22,10 @@ from typing import Callable
 import cv2
 import numpy as np
 
+from pipeline.config.outputs import EventsConfig
 from pipeline.frames import Frame
+from pipeline.sinks.clips import ClipRecorder
+from pipeline.sinks.events import EventPublisher
 
 log = logging.getLogger("pipeline.evidence")
 
@@ -156,3 +160,64 @@ class RecentEvents:
         """Up to `limit` events newer than id `after`, newest first."""
         with self._lock:
             return [e for e in reversed(self._events) if e["id"] > after][:limit]
+
+
+class EventEvidence:
+    """What the sink does with a frame's events: their wall-clock time and evidence paths
+    (clip, snapshot) go into the events before the frame's JSON line is written, then the
+    events go to the live page's panel and to the destinations, once their snapshot exists."""
+
+    def __init__(self, root: str, config: EventsConfig, publisher: EventPublisher | None, recent: RecentEvents):
+        self.root = root
+        self.publisher = publisher
+        self.recent = recent
+        self.clips = config.clips
+        self.recorders: dict[str, ClipRecorder] = {}
+        self.snapshots = Snapshots(root, self._deliver) if config.snapshots else None
+
+    def start(self) -> None:
+        if self.snapshots is not None:
+            self.snapshots.start()
+
+    def on_packet(self, camera: str) -> Callable | None:
+        """The camera's clip recorder, fed every encoded packet (None: clips are off)."""
+        if self.clips is None:
+            return None
+        recorder = self.recorders[camera] = ClipRecorder(os.path.join(self.root, "events", camera), self.clips.pre_s,
+                                                         self.clips.post_s, int(self.clips.max_mb * 1e6))
+        return recorder.packet
+
+    def frame(self, frame: Frame) -> None:
+        """Called by the sink for a frame with events, before its JSON line."""
+        wall = time.time()
+        recorder = self.recorders.get(frame.camera)
+        for event in frame.events:
+            event["time"] = round(wall, 3)
+            clip = recorder.event(f"{stamp(wall)}_{frame.seq}") if recorder is not None else None
+            if clip is not None:
+                event["clip"] = os.path.relpath(clip, self.root)
+        if self.snapshots is not None:
+            self.snapshots.frame(frame, wall)  # the events go on once the pictures are written
+        else:
+            self._deliver(frame.events, None)
+
+    def _deliver(self, events: list[dict], jpeg: bytes | None) -> None:
+        self.recent.add(events)
+        if self.publisher is None:
+            return
+        for event in events:
+            self.publisher.publish(event)
+        if jpeg is not None and events:
+            self.publisher.picture(events[0]["camera"], jpeg)
+
+    def close_camera(self, camera: str) -> None:
+        recorder = self.recorders.pop(camera, None)
+        if recorder is not None:
+            recorder.close()
+
+    def close(self) -> None:
+        """Write the snapshots queued and finish the clips under way."""
+        if self.snapshots is not None:
+            self.snapshots.close()
+        for camera in list(self.recorders):
+            self.close_camera(camera)

@@ -20,8 +20,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
-
 from dataclasses import replace
+from typing import Callable
+
+import av
 
 from pipeline.config import OutputsConfig
 from pipeline.frames import Frame, Resume
@@ -103,8 +105,10 @@ class CameraOutputs:
         if outputs.jsonl.enabled and "{camera}" not in outputs.jsonl.filename:
             self._shared_jsonl = JsonlWriter(os.path.join(outputs.dir, outputs.jsonl.filename), outputs.jsonl.flush_s)
 
-    def open(self, cam: str, live: bool, resume: Resume = Resume()) -> None:
-        """Open the outputs of a camera (at start-up, or one added while running)."""
+    def open(self, cam: str, live: bool, resume: Resume = Resume(),
+             on_packet: Callable[[av.Packet, object], None] | None = None) -> None:
+        """Open the outputs of a camera (at start-up, or one added while running);
+        `on_packet` sees every packet its video encoder makes (event clips)."""
         out = self.outputs
         self.failed = {k: v for k, v in self.failed.items() if not k.startswith(f"{cam}/")}
         self.fenced.discard(cam)
@@ -123,7 +127,7 @@ class CameraOutputs:
             # live cameras (and cameras that may move between machines) write crash-safe fragmented MP4
             fragmented = out.video.fragmented if out.video.fragmented is not None else live or resume.segment > 0
             self.video[cam] = VideoWriter(out.video_path(cam), out.video, fragmented=fragmented,
-                                          segment=resume.segment, lease=lease)
+                                          segment=resume.segment, lease=lease, on_packet=on_packet)
         self.metrics.outputs_opened(cam)
 
     def write(self, frame: Frame) -> None:

@@ -1,6 +1,6 @@
 """The last stage: hands each camera's frames to its outputs (`CameraOutputs`: annotated
-video, JSON lines), the live view and the event destinations, and closes the camera's
-files when its end-of-stream arrives.
+video, JSON lines), the live view and the events' evidence and destinations
+(`EventEvidence`), and closes the camera's files when its end-of-stream arrives.
 
 Encoding is the costliest per-frame CPU work after inference, so the sink runs a small
 pool of workers; each camera is pinned to one worker (its frames stay in order, its
@@ -18,7 +18,7 @@ from pipeline.metrics.registry import Metrics
 from pipeline.runtime.queues import BoundedQueue, QueueClosed
 from pipeline.runtime.stage import RunControl
 from pipeline.runtime.threads import Capacity
-from pipeline.sinks.events import EventPublisher
+from pipeline.sinks.evidence import EventEvidence
 from pipeline.sinks.outputs import CameraOutputs
 from pipeline.sinks.preview import Preview
 
@@ -33,10 +33,10 @@ class SinkStage:
     name = "sink"
 
     def __init__(self, outputs: OutputsConfig, metrics: Metrics, control: RunControl, capacity: Capacity,
-                 queue_size: int, preview: Preview | None = None, events: EventPublisher | None = None):
+                 queue_size: int, evidence: EventEvidence, preview: Preview | None = None):
         self.files = CameraOutputs(outputs, metrics, self.name)
-        self.preview = preview  # the live view: offered every frame, keeps only watched cameras' newest
-        self.events = events    # MQTT / webhook: every event of every frame
+        self.evidence = evidence  # every event: its snapshot and clip, then the panel and the destinations
+        self.preview = preview    # the live view: offered every frame, keeps only watched cameras' newest
         self.metrics = metrics
         self.control = control
         self.capacity = capacity
@@ -66,7 +66,7 @@ class SinkStage:
             self.route[cam] = min(self.queues, key=lambda q: loads[id(q)])  # the worker with fewest cameras
             self.pending.add(cam)
             self.done.clear()
-        self.files.open(cam, live, resume)
+        self.files.open(cam, live, resume, on_packet=self.evidence.on_packet(cam))
 
     def _add_worker(self) -> None:
         q: BoundedQueue = BoundedQueue(f"sink[{len(self.queues)}]", self.queue_size, "block")
@@ -120,12 +120,11 @@ class SinkStage:
     def _write(self, frame: Frame) -> None:
         t0 = time.perf_counter()
         frame.stamps[self.name] = t0
+        if frame.events:
+            self.evidence.frame(frame)  # the evidence paths go into the events before the JSON line
         self.files.write(frame)
         if self.preview is not None:
             self.preview.offer(frame)
-        if self.events is not None:
-            for event in frame.events:
-                self.events.publish(event)
         done = time.perf_counter()
         self.metrics.stage_busy(self.name, done - t0)
         self.metrics.frame_out(frame.camera, done - frame.t_capture)
@@ -138,6 +137,7 @@ class SinkStage:
             self.pending.discard(cam)
             last = not self.pending
         self.files.close(cam, last)
+        self.evidence.close_camera(cam)
         with self._lock:
             self.route.pop(cam, None)
             if not self.pending:

@@ -117,8 +117,10 @@ class LeasedFile:
 
 class VideoWriter:
     def __init__(self, path: str, config: VideoOutputConfig, encoder_threads: int = 1, fragmented: bool = False,
-                 segment: int = 0, lease: Callable[[], None] | None = None):
+                 segment: int = 0, lease: Callable[[], None] | None = None,
+                 on_packet: Callable[[av.Packet, object], None] | None = None):
         self.path = path
+        self.on_packet = on_packet  # sees every encoded packet before it is muxed (event clips)
         self.fragmented = fragmented
         self.config = config
         self.codec = config.codec
@@ -197,6 +199,8 @@ class VideoWriter:
         vf.time_base = self._time_base
         assert self._container is not None and self._stream is not None
         for packet in self._stream.encode(vf):
+            if self.on_packet is not None:
+                self.on_packet(packet, self._stream)
             self._container.mux(packet)
         if self._file is not None and self._file.refused is not None:
             raise self._file.refused

@@ -38,9 +38,9 @@ def test_a_clip_spans_pre_and_post_from_a_keyframe_and_plays(tmp_path):
             rec.packet(packet, stream)
             out.mux(packet)
         if i == 40:  # an event at 4.0 s, and another at 4.5 s that shares the clip
-            clip = rec.event(i / FPS, "e1")
+            clip = rec.event("e1", i / FPS)
         if i == 45:
-            assert rec.event(i / FPS, "e2") == clip
+            assert rec.event("e2") == clip  # at the newest packet's time
     for packet in stream.encode(None):
         out.mux(packet)
     out.close()
