@@ -95,15 +95,17 @@ class ClipRecorder:
         self._clip_path = ""
         self._end_s = 0.0
         self._last_dts: int | None = None
-        self._newest_s = 0.0
+        self._ends_after_next = False
         self.written: list[str] = []
 
     def packet(self, packet: av.Packet, stream) -> None:
         """Every packet the camera's encoder makes, before it is muxed."""
         self._stream = stream
         held = Held.of(packet)
-        self._newest_s = held.seconds
         self.ring.add(held)
+        if self._ends_after_next:  # the packet of the frame whose event was marked last
+            self._end_s = max(self._end_s, held.seconds + self.post_s)
+            self._ends_after_next = False
         if self._clip is not None:
             if held.seconds > self._end_s:
                 self.close()
@@ -111,12 +113,14 @@ class ClipRecorder:
                 self._write(held)
 
     def event(self, name: str, at_s: float | None = None) -> str | None:
-        """An event at `at_s` (default: the newest packet's time, the frame being written
-        comes next): the clip that will show it (None: no encoded video yet to cut from)."""
+        """An event at `at_s`, by default at the next packet's time (the sink marks a
+        frame's events before it encodes the frame): the clip that will show it (None: no
+        encoded video yet to cut from)."""
         if at_s is None:
-            at_s = self._newest_s
-        if self._clip is not None:
+            self._ends_after_next = True
+        else:
             self._end_s = max(self._end_s, at_s + self.post_s)
+        if self._clip is not None:
             return self._clip_path
         held = self.ring.from_keyframe()
         if self._stream is None or not held:
@@ -125,7 +129,6 @@ class ClipRecorder:
         self._clip_path = os.path.join(self.folder, f"{name}.mp4")
         self._clip = av.open(self._clip_path, "w")
         self._clip_stream = self._clip.add_stream_from_template(self._stream)
-        self._end_s = at_s + self.post_s
         self._last_dts = None
         for h in held:
             self._write(h)
@@ -142,6 +145,7 @@ class ClipRecorder:
 
     def close(self) -> None:
         """Finish the clip under way (the camera ended, or its post-event time is over)."""
+        self._end_s = 0.0
         if self._clip is None:
             return
         try:
