@@ -9,7 +9,22 @@ from typing import Any
 from pipeline.config.schema import (INVALID, Reader, describe_value, non_negative, option, positive, read_path,
                                     read_string_map, within)
 
-PLACEHOLDERS = ("camera",)
+PLACEHOLDERS = ("camera", "start")
+LIVE_SEGMENT_S = 3600.0  # a live camera's default segment: an hour
+
+
+def stamped(template: str) -> str:
+    """A file name template with `{start}` (the segment's start time): put before the
+    extension when the template has none."""
+    if "{start}" in template:
+        return template
+    stem, ext = os.path.splitext(template)
+    return f"{stem}.{{start}}{ext}"
+
+
+def segment_length(v: float) -> str | None:
+    """Segment names count whole seconds: shorter segments would share names."""
+    return None if v == 0 or v >= 1 else f"must be 0 (off) or >= 1, got {v}"
 
 
 def template_problem(value: str, need_camera: bool) -> str | None:
@@ -66,6 +81,23 @@ class VideoOutputConfig:
     options: dict[str, str] = option(factory=dict, read=read_string_map, doc="more encoder options")
     fragmented: bool | None = option(None, shown="live cameras",
                                      doc="fragmented MP4 flushed every second: playable even after kill -9")
+    segment_s: float | None = option(None, check=segment_length, shown="3600 for live cameras, off for files",
+                                     doc="start a new file (and JSON lines file) every this many seconds, named by "
+                                         "its start time (`{start}`, put before the extension if absent); 0: off")
+
+    def segment_for(self, live: bool) -> float | None:
+        """A camera's segment length in seconds (None: one file, cut only by a resolution change)."""
+        if self.segment_s is None:
+            return LIVE_SEGMENT_S if live else None
+        return self.segment_s or None
+
+
+@dataclass(kw_only=True)
+class RetainConfig:
+    max_gb: float | None = option(None, check=positive, shown="no limit",
+                                  doc="remove the oldest finished files while the folder holds more")
+    max_days: float | None = option(None, check=positive, shown="no limit",
+                                    doc="remove finished files older than this")
 
 
 @dataclass(kw_only=True)
@@ -149,6 +181,8 @@ class EventsConfig:
                                                               "video (no second encode)")
     flush_timeout_s: float = option(5.0, check=non_negative,
                                     doc="at shutdown, unsent events get this long to go out (then count as dropped)")
+    retain: RetainConfig | None = option(None, shown="keep all",
+                                         doc="a budget for `events/` (snapshots, clips): oldest removed first")
 
 
 @dataclass(kw_only=True)
@@ -159,12 +193,22 @@ class OutputsConfig:
     web: WebConfig | None = option(None, shown="off", doc="the live web view (opt-in)")
     events: EventsConfig = option(factory=EventsConfig,
                                   doc="line crossings, zone entries/exits and camera states, as they happen")
+    retain: RetainConfig | None = option(None, shown="keep all",
+                                         doc="a budget for the videos and JSON lines (not `events/`): the oldest "
+                                             "finished segments are removed first, never an open one")
 
-    def video_path(self, camera: str) -> str:
-        return os.path.join(self.dir, self.video.filename.format(camera=camera))
+    def video_path(self, camera: str, start: str | None = None) -> str:
+        """The camera's video file; with `start`, its time-named segment starting then
+        (without, a template with `{start}` keeps it as a pattern)."""
+        return self._path(self.video.filename, camera, start)
 
-    def jsonl_path(self, camera: str) -> str:
-        return os.path.join(self.dir, self.jsonl.filename.format(camera=camera))
+    def jsonl_path(self, camera: str, start: str | None = None) -> str:
+        return self._path(self.jsonl.filename, camera, start)
+
+    def _path(self, template: str, camera: str, start: str | None) -> str:
+        if start is not None:
+            template = stamped(template)
+        return os.path.join(self.dir, template.format(camera=camera, start="{start}" if start is None else start))
 
 
 @dataclass(kw_only=True)

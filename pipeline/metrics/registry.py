@@ -10,7 +10,7 @@ import os
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 
 from pipeline.metrics.histogram import Histogram
@@ -49,6 +49,7 @@ class CameraStats:
     last_out: float | None = None
     counts: dict[tuple[str, str, str], int] = field(default_factory=lambda: defaultdict(int))  # (name, event, class)
     occupancy: dict[str, int] = field(default_factory=dict)  # zone -> objects inside now
+    segment: str = ""  # the file name of the video (or JSON lines) segment being written
 
     def nested_counts(self) -> dict[str, dict[str, dict[str, int]]]:
         """Analytics counts as {line or zone: {event: {class: n}}}."""
@@ -56,6 +57,15 @@ class CameraStats:
         for (name, event, cls), n in sorted(self.counts.items()):
             out.setdefault(name, {}).setdefault(event, {})[cls] = n
         return out
+
+
+@dataclass
+class RetentionStats:
+    """What a folder's retention removed so far, and what the folder held after its last sweep."""
+
+    removed_files: int = 0
+    removed_bytes: int = 0
+    kept_bytes: int = 0
 
 
 @dataclass
@@ -125,6 +135,7 @@ class Metrics:
         self.cpu_percent = 0.0
         self.state_listeners: list = []  # called (camera, state, detail) on every camera state change
         self._open_outputs: set[str] = set()
+        self.retention: dict[str, RetentionStats] = {}  # folder ("outputs", "events") -> its retention's counts
         self.finished: float | None = None  # when the last open camera's outputs were final: run time ends there
 
     def camera(self, cam: str) -> CameraStats:
@@ -232,7 +243,7 @@ class Metrics:
                          "fps": round(fps, 2),
                          "reconnects": s.reconnects, "downtime_s": round(s.downtime_s, 2),
                          "latency": s.latency.summary_ms(), "counts": s.nested_counts(),
-                         "occupancy": dict(s.occupancy)}
+                         "occupancy": dict(s.occupancy), "segment": s.segment}
         total = self.total_latency()
         processed = sum(s.processed for s in self.cameras.values())
         return {
@@ -259,4 +270,5 @@ class Metrics:
                         for k, v in self.engines.items()},
             "queues": {name: {"depth": len(q), "high_water": getattr(q, "high_water", 0),  # type: ignore[arg-type]
                               "dropped": getattr(q, "dropped", 0)} for name, q in self.queues.items()},
+            **({"retention": {name: asdict(r) for name, r in self.retention.items()}} if self.retention else {}),
         }

@@ -53,6 +53,11 @@ def _event_rows(snap: dict) -> list[str]:
     return lines
 
 
+def _retention_rows(snap: dict) -> list[str]:
+    return [f"retention {folder}: removed {r['removed_files']} file(s), {r['removed_bytes'] / 1e6:.1f} MB; "
+            f"{r['kept_bytes'] / 1e6:.1f} MB kept" for folder, r in (snap.get("retention") or {}).items()]
+
+
 def _host_rows(snap: dict) -> list[str]:
     lines = [f"host {name} on {h['node'] or '?'}: {'alive' if h['alive'] else 'LOST'}, "
              f"{len(h['cameras'])} camera(s), cpu {h['cpu_percent'] if h['cpu_percent'] is not None else '-'}%"
@@ -80,4 +85,4 @@ def summary_table(snap: dict) -> str:
     for name, st in snap.get("stages", {}).items():
         if st.get("calls_saved"):
             lines.append(f"stage {name}: {st['calls_saved']} classifications saved by tracking")
-    return "\n".join(lines + _event_rows(snap) + _host_rows(snap))
+    return "\n".join(lines + _event_rows(snap) + _retention_rows(snap) + _host_rows(snap))

@@ -8,7 +8,8 @@ stay in order). Lines wait in memory and are appended at least every `flush_s`, 
 lines in one write, after the writer's lease (if any) was checked: a killed process
 loses at most that much, as with the fragmented video, and never leaves half a line. A
 file is created with its first lines (a camera that never delivers a frame leaves no
-empty file).
+empty file). `rotate` moves on to the next time segment's file: what waits is appended to
+the current file first, so a line is in the segment of its frame, once.
 """
 from __future__ import annotations
 
@@ -87,6 +88,17 @@ class JsonlWriter:
         self._pending.clear()
         while data:  # one append of whole lines (short writes continue where they stopped)
             data = data[os.write(self._fd, data):]
+
+    def rotate(self, path: str) -> None:
+        """Finish the current file; the next lines start `path` (a new segment's file)."""
+        with self._lock:
+            self._flush()
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            self.path = path
+            self.append = False
+            self._flushed = time.monotonic()
 
     @property
     def closed(self) -> bool:

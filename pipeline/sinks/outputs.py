@@ -21,15 +21,12 @@ import logging
 import os
 import threading
 from dataclasses import replace
-from typing import Callable
-
-import av
-
 from pipeline.config import OutputsConfig
 from pipeline.frames import Frame, Resume
 from pipeline.metrics.registry import Metrics
 from pipeline.sinks.jsonl import JsonlWriter, frame_record
-from pipeline.sinks.video import VideoWriter, segment_path
+from pipeline.sinks.segments import START, CameraSegments, WallSegments, last_stamp
+from pipeline.sinks.video import OnPacket, VideoWriter, segment_path
 
 LEASES = ".leases"
 
@@ -89,7 +86,10 @@ log = logging.getLogger("pipeline.sink")
 
 
 class CameraOutputs:
-    """Every camera's writers; `write` and `close` of one camera are called from one thread."""
+    """Every camera's writers; `write` and `close` of one camera are called from one thread.
+    With time segments (`outputs.video.segment_s`, or `{start}` in a file name) a camera's
+    video and JSON lines move to their next files together, at the same frame; see
+    `sinks.segments`. `is_open` tells retention which files are still being written."""
 
     def __init__(self, outputs: OutputsConfig, metrics: Metrics, stage: str = "sink"):
         self.outputs = outputs
@@ -97,18 +97,19 @@ class CameraOutputs:
         self.stage = stage  # the stage its errors are counted against
         self.video: dict[str, VideoWriter] = {}
         self.jsonl: dict[str, JsonlWriter] = {}
+        self.segments: dict[str, CameraSegments] = {}  # cameras with time-named files
         self.failed: dict[str, str] = {}  # "camera/output" -> why it stopped
         self.fenced: set[str] = set()  # cameras whose lease another writer took: nothing more is written
         self.ran: set[str] = set()  # cameras opened before: an id that returns continues its files
         self._lock = threading.Lock()
         self._shared_jsonl: JsonlWriter | None = None
+        self._shared_segments: WallSegments | None = None
         if outputs.jsonl.enabled and "{camera}" not in outputs.jsonl.filename:
             self._shared_jsonl = JsonlWriter(os.path.join(outputs.dir, outputs.jsonl.filename), outputs.jsonl.flush_s)
 
-    def open(self, cam: str, live: bool, resume: Resume = Resume(),
-             on_packet: Callable[[av.Packet, object], None] | None = None) -> None:
+    def open(self, cam: str, live: bool, resume: Resume = Resume(), on_packet: OnPacket | None = None) -> None:
         """Open the outputs of a camera (at start-up, or one added while running);
-        `on_packet` sees every packet its video encoder makes (event clips)."""
+        `on_packet` sees every packet its video encoder makes, in every segment (event clips)."""
         out = self.outputs
         self.failed = {k: v for k, v in self.failed.items() if not k.startswith(f"{cam}/")}
         self.fenced.discard(cam)
@@ -116,6 +117,7 @@ class CameraOutputs:
             segment = next_segment(out.video_path(cam)) if out.video.enabled else 0
             resume = replace(resume, segment=max(resume.segment, segment), append=True)
         self.ran.add(cam)
+        self._open_segments(cam, live)
         lease = Lease(out.dir, cam, resume.epoch).check if resume.epoch else None
         if out.jsonl.enabled:
             with self._lock:
@@ -130,14 +132,31 @@ class CameraOutputs:
                                           segment=resume.segment, lease=lease, on_packet=on_packet)
         self.metrics.outputs_opened(cam)
 
+    def _open_segments(self, cam: str, live: bool) -> None:
+        """Time-named files for this camera (and the shared JSON lines) when asked for;
+        new stamps come after any this camera already has on disk."""
+        out = self.outputs
+        length = out.video.segment_for(live)
+        shared = self._shared_jsonl is not None
+        patterns = ([out.video_path(cam, START)] if out.video.enabled else []) \
+            + ([out.jsonl_path(cam, START)] if out.jsonl.enabled and not shared else [])
+        if length is not None or any(START in f for f in (out.video.filename, out.jsonl.filename)):
+            self.segments[cam] = CameraSegments(length, live, last_stamp(*patterns))
+        if shared and self._shared_segments is None and (length is not None or START in out.jsonl.filename):
+            self._shared_segments = WallSegments(length, last_stamp(out.jsonl_path("", START)))
+
     def write(self, frame: Frame) -> None:
         cam = frame.camera
         if cam in self.fenced:
             return
         writer = self.video.get(cam)
+        seg = self.segments.get(cam)
+        start = seg.next(frame, writer is not None and writer.resized(frame)) if seg is not None else None
         try:
             if writer is not None and f"{cam}/video" not in self.failed:
                 try:
+                    if start is not None:
+                        writer.cut(self.outputs.video_path(cam, start))
                     writer.write(frame)
                 except Fenced:
                     raise
@@ -147,6 +166,7 @@ class CameraOutputs:
             jw = self.jsonl.get(cam)
             if jw is not None and f"{cam}/jsonl" not in self.failed:
                 try:
+                    self._next_jsonl(cam, jw, start)
                     jw.write(frame_record(frame))
                 except Fenced:
                     raise
@@ -154,6 +174,31 @@ class CameraOutputs:
                     self._fail(cam, "jsonl", e)
         except Fenced as e:
             self._fence(cam, e)
+        self._show_segment(cam, writer, start)
+
+    def _next_jsonl(self, cam: str, jw: JsonlWriter, start: str | None) -> None:
+        if jw is not self._shared_jsonl:
+            if start is not None:
+                jw.rotate(self.outputs.jsonl_path(cam, start))
+        elif self._shared_segments is not None:
+            with self._lock:
+                shared = self._shared_segments.next()
+                if shared is not None:
+                    jw.rotate(self.outputs.jsonl_path("", shared))
+
+    def _show_segment(self, cam: str, writer: VideoWriter | None, start: str | None) -> None:
+        """The camera's current file in its metrics (`/api/cameras`, the live page)."""
+        stats = self.metrics.camera(cam)
+        if writer is not None:
+            stats.segment = os.path.basename(writer.file)
+        elif start is not None:
+            stats.segment = os.path.basename(self.outputs.jsonl_path(cam, start))
+
+    def is_open(self, path: str) -> bool:
+        """Whether a file is still being written (retention never removes it)."""
+        files = [w.open_file for w in list(self.video.values())]
+        files += [j.path for j in list(self.jsonl.values()) + [self._shared_jsonl] if j is not None and not j.closed]
+        return os.path.abspath(path) in {os.path.abspath(f) for f in files if f}
 
     def _fence(self, cam: str, why: Fenced) -> None:
         """Another writer owns the camera now: stop, leaving its files as they are."""
@@ -189,6 +234,7 @@ class CameraOutputs:
         finally:
             self.video.pop(cam, None)
             self.jsonl.pop(cam, None)
+            self.segments.pop(cam, None)
             self.metrics.outputs_closed(cam)
 
     def _fail(self, cam: str, output: str, error: BaseException) -> None:

@@ -5,6 +5,8 @@ oldest first, until the folder is under `max_bytes` and nothing is older than
 `max_age_s`. Never a file still being written (`is_open`), never anything but the kinds
 of file the run writes. Every removal is counted (files, bytes) for the summary and the
 metrics. A sweep runs on a thread of its own every `interval_s`, off the frame path.
+Folders in `skip` are another retention's (the event evidence under `events/`).
+`OutputRetention` is a run's: one for the videos and JSON lines, one for `events/`.
 """
 from __future__ import annotations
 
@@ -12,25 +14,23 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable
+
+from pipeline.config import OutputsConfig
+from pipeline.config.outputs import RetainConfig
+from pipeline.metrics.registry import Metrics, RetentionStats
 
 log = logging.getLogger("pipeline.retention")
 
 KINDS = (".mp4", ".mkv", ".mov", ".m4v", ".webm", ".ts", ".jsonl", ".jpg", ".jpeg")
 
 
-@dataclass
-class RetentionStats:
-    removed_files: int = 0
-    removed_bytes: int = 0
-    kept_bytes: int = 0  # after the last sweep
-
-
 class Retention:
     def __init__(self, root: str, max_bytes: int | None, max_age_s: float | None,
-                 is_open: Callable[[str], bool] = lambda path: False, interval_s: float = 10.0):
+                 is_open: Callable[[str], bool] = lambda path: False, interval_s: float = 10.0,
+                 skip: tuple[str, ...] = ()):
         self.root = root
+        self.skip = {os.path.abspath(p) for p in skip}
         self.max_bytes = max_bytes
         self.max_age_s = max_age_s
         self.is_open = is_open
@@ -43,7 +43,8 @@ class Retention:
     def _files(self) -> list[tuple[float, int, str]]:
         """(modification time, size, path) of every file of a kind the run writes."""
         found = []
-        for folder, _, names in os.walk(self.root):
+        for folder, subfolders, names in os.walk(self.root):
+            subfolders[:] = [d for d in subfolders if os.path.abspath(os.path.join(folder, d)) not in self.skip]
             for name in names:
                 if not name.lower().endswith(KINDS):
                     continue
@@ -97,3 +98,39 @@ class Retention:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5)
+
+
+EVENTS = "events"
+
+
+class OutputRetention:
+    """A run's retentions: `outputs.retain` over the videos and JSON lines (never an open
+    file: `is_open`), `outputs.events.retain` over `events/`; their counts go into the
+    metrics (`snapshot()["retention"]`). Swept at least twice per time segment, so the
+    folder exceeds its budget by about a segment at most."""
+
+    def __init__(self, outputs: OutputsConfig, is_open: Callable[[str], bool], metrics: Metrics):
+        events = os.path.join(outputs.dir, EVENTS)
+        length = outputs.video.segment_s or 3600.0
+        interval = min(10.0, max(1.0, length / 2))
+        self.parts: list[Retention] = []
+        for name, retain, root, skip in (("outputs", outputs.retain, outputs.dir, (events,)),
+                                         ("events", outputs.events.retain, events, ())):
+            if retain is not None and (retain.max_gb is not None or retain.max_days is not None):
+                part = Retention(root, *limits(retain), is_open=is_open, interval_s=interval, skip=skip)
+                metrics.retention[name] = part.stats
+                self.parts.append(part)
+
+    def start(self) -> None:
+        for part in self.parts:
+            part.start()
+
+    def close(self) -> None:
+        for part in self.parts:
+            part.close()
+
+
+def limits(retain: RetainConfig) -> tuple[int | None, float | None]:
+    """(bytes, seconds) of a `retain` record."""
+    return (None if retain.max_gb is None else int(retain.max_gb * 1e9),
+            None if retain.max_days is None else retain.max_days * 86400)

@@ -3,11 +3,19 @@
 Output timing follows the source: each frame keeps its presentation time (relative to
 the camera's first frame) in the source's time base, so frame count and timing match the
 source; frames without a pts get one from their sequence number and the frame rate.
-A resolution change (a camera that comes back at another size) closes the file cleanly
-and continues in a new segment `<name>.partN.mp4`: an H.264 stream in MP4 cannot change
-size in place, and players handle segments better than a rescaled picture.
+A writer's files follow each other (`cut`: time segments, see `sinks.segments`): each
+file has its own encoder, so its first frame is an IDR keyframe (a new encoder always
+starts with one) and the file plays on its own; the encoder flushes into the file it
+closes, so no frame is lost or written twice at the cut. Timestamps continue across
+files (the packets `on_packet` sees run on, as the JSON lines' `time` does); each MP4
+starts at 0 in its container (no edit list), so every player shows it from its start.
+A resolution change (a camera that comes back at another size) without time segments
+continues in `<name>.partN.mp4`: an H.264 stream in MP4 cannot change size in place,
+and players handle segments better than a rescaled picture.
 Conversion uses OpenCV's BGR->I420 (about 2x cheaper than PyAV's own conversion).
-A hardware encoder (`codec: h264_nvenc`) that cannot open falls back to libx264.
+A hardware encoder (`codec: h264_nvenc`) that cannot open falls back to libx264 with its
+own preset and crf: `options` belong to the configured encoder only (NVENC's `preset:
+p4` or `rc` would stop libx264), so they are dropped then, said once per camera.
 `fragmented` writes fragmented MP4 flushed about every second (the default for live
 cameras, which may run for months): even a killed process leaves a playable file.
 A writer under a lease (a camera that may move between machines) writes through
@@ -46,7 +54,8 @@ def open_encoder(container, codec: str, config: VideoOutputConfig, rate: Fractio
     options = {"threads": str(threads)}
     if codec in ("libx264", "libx265"):
         options.update(preset=config.preset, crf=str(config.crf))
-    options.update(config.options)
+    if codec == config.codec:  # options name the configured encoder's own settings
+        options.update(config.options)
     stream.codec_context.options = options
     stream.codec_context.open()
     return stream
@@ -74,6 +83,12 @@ def encoder_problem(config: VideoOutputConfig) -> str | None:
         if config.codec == SOFTWARE_CODEC:
             break
     return "cannot open the encoder with the configured options (" + "; ".join(errors) + ")"
+
+
+def padded_size(frame: Frame) -> tuple[int, int]:
+    """The size the encoder gets: 4:2:0 needs even sizes, so an odd one gains a pixel."""
+    h, w = frame.image.shape[:2]
+    return w + (w & 1), h + (h & 1)
 
 
 def segment_path(path: str, segment: int) -> str:
@@ -115,18 +130,21 @@ class LeasedFile:
         self._file.close()
 
 
+OnPacket = Callable[[av.Packet, object], None]  # a packet and the stream that encoded it
+
+
 class VideoWriter:
     def __init__(self, path: str, config: VideoOutputConfig, encoder_threads: int = 1, fragmented: bool = False,
-                 segment: int = 0, lease: Callable[[], None] | None = None,
-                 on_packet: Callable[[av.Packet, object], None] | None = None):
+                 segment: int = 0, lease: Callable[[], None] | None = None, on_packet: OnPacket | None = None):
         self.path = path
-        self.on_packet = on_packet  # sees every encoded packet before it is muxed (event clips)
         self.fragmented = fragmented
         self.config = config
         self.codec = config.codec
         self.encoder_threads = encoder_threads
         self.segment = segment  # a camera resumed elsewhere continues in its next segment
+        self.file = segment_path(path, segment)  # the file being written (or written next)
         self.lease = lease  # raises once another writer owns the camera's outputs
+        self.on_packet = on_packet  # every encoded packet, before it is muxed (event clips)
         self._file: LeasedFile | None = None
         self._container: av.container.OutputContainer | None = None
         self._stream = None
@@ -135,10 +153,15 @@ class VideoWriter:
         self._last_pts = -1
         self._time_base: Fraction | None = None
 
+    @property
+    def open_file(self) -> str | None:
+        return self.file if self._container is not None else None
+
     def _open(self, frame: Frame, width: int, height: int) -> None:
-        path = segment_path(self.path, self.segment)
+        path = self.file
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        self._time_base = frame.time_base if frame.time_base else Fraction(1, 90000)
+        if self._time_base is None:  # one time base for all of a writer's files: timestamps continue
+            self._time_base = frame.time_base if frame.time_base else Fraction(1, 90000)
         container = self._container_for(path)
         try:
             try:
@@ -146,8 +169,10 @@ class VideoWriter:
             except Exception as e:  # e.g. h264_nvenc without a GPU: fall back to software
                 if self.codec == SOFTWARE_CODEC:
                     raise
-                log.warning("%s: encoder %s unavailable (%s); using %s", path, self.codec, one_line(e),
-                            SOFTWARE_CODEC)
+                dropped = f" without its options ({', '.join(sorted(self.config.options))})" \
+                    if self.config.options else ""
+                log.warning("%s: encoder %s unavailable (%s); using %s%s", path, self.codec, one_line(e),
+                            SOFTWARE_CODEC, dropped)
                 self.codec = SOFTWARE_CODEC
                 container.close()
                 container = self._container_for(path)
@@ -157,16 +182,16 @@ class VideoWriter:
             raise
         self._container, self._stream = container, stream
         self._size = (width, height)
-        self._first_pts = None
-        self._last_pts = -1
 
     def _container_for(self, path: str):
-        if not self.fragmented or not path.endswith((".mp4", ".mov", ".m4v")):
-            return av.open(path, "w")
+        mp4 = path.endswith((".mp4", ".mov", ".m4v"))
+        if not self.fragmented or not mp4:
+            # a later segment's timestamps go on from the previous one's: no edit list, the file starts at 0
+            return av.open(path, "w", options={"use_editlist": "0"} if mp4 else {})
         # Fragmented MP4, each fragment (~1 s) written out as it completes: a process that
         # is killed outright (power loss, OOM killer, kill -9) still leaves a playable file.
         options = {"movflags": "frag_keyframe+empty_moov+default_base_moof", "frag_duration": "1000000",
-                   "flush_packets": "1"}
+                   "flush_packets": "1", "use_editlist": "0"}
         if self.lease is None:
             return av.open(path, "w", options=options)
         if self._file is not None:  # a second try (the encoder's fallback) starts the file over
@@ -181,29 +206,41 @@ class VideoWriter:
         return open_encoder(container, codec, self.config, frame.rate or Fraction(25), self._time_base, width, height,
                             self.encoder_threads)
 
+    def resized(self, frame: Frame) -> bool:
+        """Whether `frame` cannot go into the open file (another size)."""
+        return self._container is not None and self._size != padded_size(frame)
+
+    def cut(self, path: str) -> None:
+        """Finish the current file; the next frame starts `path`."""
+        self.close()
+        self.file = path
+
     def write(self, frame: Frame) -> None:
         image = frame.image
         h, w = image.shape[:2]
-        ew, eh = w + (w & 1), h + (h & 1)  # 4:2:0 needs even sizes: pad by one pixel
+        ew, eh = padded_size(frame)
         if (ew, eh) != (w, h):
             image = cv2.copyMakeBorder(image, 0, eh - h, 0, ew - w, cv2.BORDER_REPLICATE)
-        if self._container is not None and self._size != (ew, eh):
+        if self.resized(frame):
             log.info("%s: frame size changed %s -> %dx%d, starting a new segment", self.path, self._size, ew, eh)
-            self.close()
             self.segment += 1
+            self.cut(segment_path(self.path, self.segment))
         if self._container is None:
             self._open(frame, ew, eh)
         yuv = cv2.cvtColor(image, cv2.COLOR_BGR2YUV_I420)
         vf = av.VideoFrame.from_numpy_buffer(yuv, format="yuv420p")  # no copy: yuv is ours alone
         vf.pts = self._pts(frame)
         vf.time_base = self._time_base
+        self._mux(self._stream.encode(vf))
+        if self._file is not None and self._file.refused is not None:
+            raise self._file.refused
+
+    def _mux(self, packets) -> None:
         assert self._container is not None and self._stream is not None
-        for packet in self._stream.encode(vf):
+        for packet in packets:
             if self.on_packet is not None:
                 self.on_packet(packet, self._stream)
             self._container.mux(packet)
-        if self._file is not None and self._file.refused is not None:
-            raise self._file.refused
 
     def _pts(self, frame: Frame) -> int:
         assert self._time_base is not None
@@ -225,8 +262,7 @@ class VideoWriter:
             return
         try:
             assert self._stream is not None
-            for packet in self._stream.encode(None):
-                self._container.mux(packet)
+            self._mux(self._stream.encode(None))
         finally:
             self._container.close()
             self._container, self._stream = None, None

@@ -19,7 +19,7 @@ def outputs_config(tmp_path):
             "models": {"det": {"path": __file__, "layout": "yolox", "input_size": 416}},
             "graph": [{"detect": {"model": "det"}}],
             "outputs": {"dir": str(tmp_path / "out"), "jsonl": {"filename": "{camera}.jsonl", "flush_s": 0},
-                        "video": {"fragmented": True}}}
+                        "video": {"fragmented": True, "segment_s": 0}}}  # one file per run (and .partN)
     return parse_config(data, tmp_path).outputs
 
 
