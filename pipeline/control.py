@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from pipeline.config import Config, ConfigError, SourceConfig, output_path_problems, parse_source
 from pipeline.errors import CameraInUse, UnknownCamera
+from pipeline.redact import register_source
 
 
 class Runs(Protocol):
@@ -32,6 +33,7 @@ class CameraControl:
 
     def add(self, data: Any, where: str = "source") -> SourceConfig:
         source = parse_source(data, self.config.base_dir, where)
+        register_source(source)  # its URL's password is masked in every answer and log from now on
         if source.id in self.runs.cameras():
             raise CameraInUse(f"{where}.id: camera {source.id} is already running")
         others = [s for s in self.config.sources if s.id != source.id]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
 if TYPE_CHECKING:
-    from pipeline.config import Config
+    from pipeline.config import Config, SourceConfig
 
 MASK = "***"
 # names (of query parameters, config fields, FFmpeg options) whose values are secrets: these
@@ -82,15 +82,21 @@ def _user_info(url: str) -> list[str]:
     return [secret] if secret else []
 
 
+def register_source(source: "SourceConfig") -> None:
+    """A camera's secrets: its URL's password and secret query values, its secret-named
+    FFmpeg options (a camera added while running brings its own)."""
+    if source.uri:
+        register(*url_secrets(source.uri))
+    register(*(v for k, v in source.options.items() if secret_key(k)))
+
+
 def register_config(config: "Config") -> None:
     """Register every secret of a loaded config, so that it is masked wherever it shows
     up (a library's error, an echoed request): the cameras' URL passwords and secret
     query values and secret-named FFmpeg options, the MQTT password, the web token,
     and the webhook URL's user info and secret query values."""
     for source in config.sources:
-        if source.uri:
-            register(*url_secrets(source.uri))
-        register(*(v for k, v in source.options.items() if secret_key(k)))
+        register_source(source)
     if config.outputs.web is not None:
         register(config.outputs.web.token)
     events = config.outputs.events

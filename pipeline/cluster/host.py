@@ -18,7 +18,7 @@ from pipeline.cluster.status import HostStatus
 from pipeline.config import Config, SourceConfig
 from pipeline.frames import Resume
 from pipeline.graph import Pipeline
-from pipeline.redact import register, register_config, url_secrets
+from pipeline.redact import register_config, register_source
 
 
 class PipelineHost:
@@ -37,7 +37,7 @@ class PipelineHost:
         return {"host": self.name, "node": self.node, "pid": os.getpid()}
 
     def add(self, source: SourceConfig, resume: Resume) -> None:
-        register(*url_secrets(source.uri))  # a camera added while running brings its own
+        register_source(source)  # a camera added while running brings its own
         self.pipeline.add_camera(source, resume)
 
     def remove(self, camera: str) -> None:

@@ -10,6 +10,7 @@ config in one round. The README's option tables are generated from the same fiel
 from __future__ import annotations
 
 import dataclasses
+import reprlib
 import os
 import types
 import typing
@@ -95,6 +96,12 @@ def secret_field(where: str) -> bool:
     return name in URL_FIELDS or secret_key(name)
 
 
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 80
+_SHORT.maxlist = _SHORT.maxdict = 6
+_SHORT.maxlevel = 3
+
+
 def describe_value(value: Any, where: str = "") -> str:
     """A wrong value as a problem shows it: its type and value, or its type alone where
     the field holds a secret (`where`: its YAML path)."""
@@ -102,7 +109,7 @@ def describe_value(value: Any, where: str = "") -> str:
         return "a boolean"
     if secret_field(where):
         return _kind(type(value))
-    return f"{type(value).__name__} {value!r}"
+    return f"{type(value).__name__} {_SHORT.repr(value)}"  # shortened: a value may be huge (YAML aliases)
 
 
 def _join(path: str, key: str) -> str:
