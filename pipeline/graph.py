@@ -34,6 +34,7 @@ from pipeline.runtime.threads import Capacity, ThreadPlan
 from pipeline.sinks.events import EventPublisher
 from pipeline.sinks.evidence import EventEvidence, RecentEvents
 from pipeline.sinks.preview import Preview
+from pipeline.sinks.retention import OutputRetention
 from pipeline.sinks.stage import SinkStage
 from pipeline.sources.video import VideoSource
 from pipeline.stages import STAGES
@@ -96,6 +97,7 @@ class Pipeline:
             self.metrics.state_listeners.append(events.camera_state)
         self.recent = RecentEvents()
         self.evidence = EventEvidence(out.dir, out.events, self.events, self.recent)
+        self.retention = OutputRetention(out, lambda path: self.sink.files.is_open(path), self.metrics)
         if out.web is not None:
             self.preview = Preview(out.web.fps, out.web.quality, out.web.width)
             self.web = WebServer(out.web, self.snapshot, self.preview, cameras=lambda: self.metrics.cameras,
@@ -145,6 +147,7 @@ class Pipeline:
         if self.events is not None:
             self.events.start()
         self.evidence.start()
+        self.retention.start()
         if self.web is not None:
             self.web.start()
         for stage in reversed(self.stages):
@@ -183,7 +186,7 @@ class Pipeline:
         for stage in self.stages:
             stage.close()
         for part in (getattr(self, "engines", None), getattr(self, "evidence", None), self.events, self.web,
-                     self.preview):
+                     self.preview, getattr(self, "retention", None)):
             if part is not None:
                 part.close()
 
