@@ -8,6 +8,12 @@ the video's last segment re-muxed without the extra packets), so re-processing t
 frames writes each exactly once; the video continues in the camera's next segment
 (`<camera>.partN.mp4`). A live camera resumes from now, in its next segment, its `seq`
 and time continuing where its outputs end; so does an id that returns with a new source.
+
+Time-named segments (`{start}`, see `sinks.segments`) are read in name order, which is
+their write order: a segment's video and JSON lines share a name, and only the newest
+pair can disagree (the older ones were closed together), so only it is cut back (both
+removed when nothing of it is in both). The camera continues in a new segment named
+after it; frames already written are counted across every segment still on disk.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ import av
 
 from pipeline.config import OutputsConfig
 from pipeline.frames import Resume
+from pipeline.sinks.segments import START, segment_files
 from pipeline.sinks.video import segment_path
 
 
@@ -86,6 +93,41 @@ def trim_video(path: str, frames: int) -> None:
     os.replace(tmp, path)
 
 
+def timed_segments(outputs: OutputsConfig, camera: str) -> list[tuple[str | None, str | None]]:
+    """(video, JSON lines) of each of the camera's time-named segments, oldest first."""
+    found: dict[str, list[str | None]] = {}
+    for i, (enabled, pattern) in enumerate(((outputs.video.enabled, outputs.video_path(camera, START)),
+                                            (True, outputs.jsonl_path(camera, START)))):
+        for stamp, path in segment_files(pattern) if enabled else []:
+            found.setdefault(stamp, [None, None])[i] = path
+    return [(video, jsonl) for _, (video, jsonl) in sorted(found.items())]
+
+
+def count_lines(path: str) -> int:
+    with open(path, "rb") as f:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+
+
+def cut_back_timed(outputs: OutputsConfig, segments: list[tuple[str | None, str | None]]) -> tuple[list[Line], int]:
+    """Make the newest segment's video and JSON lines agree (cut back to the shorter);
+    the last lines kept (of the newest segment that has any), and how many lines all hold."""
+    video, jsonl = segments[-1]
+    lines = jsonl_lines(jsonl) if jsonl else []
+    keep = min(len(lines), video_frames(video) if video else 0) if outputs.video.enabled else len(lines)
+    if keep == 0:
+        for path in (video, jsonl):
+            if path:
+                os.remove(path)  # nothing of it is in both outputs: the segment goes whole
+        segments = segments[:-1]
+    else:
+        with open(jsonl, "ab") as f:  # type: ignore[arg-type]
+            f.truncate(lines[keep - 1].end)
+        if video and video_frames(video) > keep:
+            trim_video(video, keep)
+    tail = next((ls[-10:] for _, j in reversed(segments) if j and (ls := jsonl_lines(j))), [])
+    return tail, sum(count_lines(j) for _, j in segments if j)
+
+
 def cut_back(outputs: OutputsConfig, camera: str) -> list[Line]:
     """Make the camera's outputs agree: whichever of the JSON lines and the video holds
     more frames is cut back to the other; the lines kept."""
@@ -113,14 +155,20 @@ def resume_point(outputs: OutputsConfig, camera: str, same_file: bool, epoch: in
     of its frames they hold. The same file (a file camera that moved) skips the frames
     done; anything else (a live camera, an id that returns with a new source) continues
     their numbering and timeline. Needs a JSON lines file per camera (`{camera}`)."""
-    lines = cut_back(outputs, camera)
-    segment = len(video_segments(outputs, camera)) if outputs.video.enabled else 0
+    timed = timed_segments(outputs, camera)
+    if timed:
+        lines, held = cut_back_timed(outputs, timed)
+        segment = len(timed)  # > 0: the camera goes on in fragmented MP4, as a moved camera does
+    else:
+        lines = cut_back(outputs, camera)
+        held = len(lines)
+        segment = len(video_segments(outputs, camera)) if outputs.video.enabled else 0
     if not lines:
         return Resume(segment=segment, append=True, epoch=epoch), 0
     last = lines[-1]
     if same_file:
-        return Resume(start_at=last.seq + 1, segment=segment, append=True, epoch=epoch), len(lines)
+        return Resume(start_at=last.seq + 1, segment=segment, append=True, epoch=epoch), held
     times = [ln.time for ln in lines[-10:] if ln.time is not None]
     step = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else 0.04
     time_s = (last.time or 0.0) + max(step, 1e-3)
-    return Resume(seq=last.seq + 1, time_s=time_s, segment=segment, append=True, epoch=epoch), len(lines)
+    return Resume(seq=last.seq + 1, time_s=time_s, segment=segment, append=True, epoch=epoch), held

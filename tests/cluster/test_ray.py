@@ -58,8 +58,10 @@ def by_camera(records: list[dict]) -> list[tuple]:
 
 
 def written(out, cam: str) -> tuple[list[dict], int]:
-    """A camera's JSON lines and the frames of all its video segments."""
-    return read_jsonl(str(out / f"{cam}.jsonl")), sum(frame_count(str(s)) for s in sorted(out.glob(f"{cam}*.mp4")))
+    """A camera's JSON lines (of all its time segments, in name order: live cameras) and
+    the frames of all its video segments."""
+    lines = sorted(out.glob(f"{cam}.*.jsonl")) or [out / f"{cam}.jsonl"]
+    return [r for p in lines for r in read_jsonl(str(p))], sum(frame_count(str(s)) for s in out.glob(f"{cam}*.mp4"))
 
 
 def test_four_cameras_on_two_hosts_write_what_one_process_writes_through_a_hung_host(tmp_path, sample_path,
