@@ -180,8 +180,10 @@ class Resume:
     """Where a camera picks up when it restarts elsewhere (another process or machine) or
     returns under an id that ran before: frames of its file processed elsewhere (skipped),
     the first `seq` it numbers and where its timeline continues (a live camera, a returning
-    id), the video segment to write next, whether its JSON lines continue an existing file,
-    and the lease its writers hold (`epoch`, 0: unfenced; see `sinks.outputs.Lease`)."""
+    id), the video segment to write next (`<name>.partN`; with time-named segments the
+    number of segments on disk, and the next is named after the newest of them), whether
+    its JSON lines continue an existing file, and the lease its writers hold (`epoch`, 0:
+    unfenced; see `sinks.outputs.Lease`)."""
 
     start_at: int = 0
     seq: int = 0

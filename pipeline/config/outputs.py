@@ -104,7 +104,8 @@ class RetainConfig:
 class JsonlOutputConfig:
     enabled: bool = option(True, doc="write one JSON line per frame")
     filename: str = option("detections.jsonl", read=read_template(False),
-                           doc="`{camera}` in the name gives one file per camera")
+                           doc="`{camera}` in the name gives one file per camera (cut with its video's segments); "
+                               "without, all cameras share one (with segments: rotated on the wall clock)")
     flush_s: float = option(1.0, check=non_negative,
                             doc="flush to disk at least this often (0: every line), like the fragmented MP4")
 

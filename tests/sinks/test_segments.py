@@ -10,9 +10,10 @@ from fractions import Fraction
 
 import av
 import numpy as np
+import pytest
 
 from conftest import read_jsonl
-from pipeline.config import parse_config
+from pipeline.config import ConfigError, parse_config
 from pipeline.frames import Frame
 from pipeline.metrics.registry import Metrics
 from pipeline.sinks.outputs import CameraOutputs
@@ -140,3 +141,29 @@ def test_retention_never_removes_the_segment_being_written(tmp_path):
     assert video not in removed and lines not in removed and len(removed) == 4  # 2 closed segments, 2 files each
     files.close("cam", last=True)
     assert len(read_jsonl(lines)) == 10 and len(packets(video)) == 10
+
+
+def test_segment_and_retention_options_that_cannot_work_are_refused_by_name(tmp_path):
+    for video, outputs, where in (({"segment_s": 0.5}, {}, "outputs.video.segment_s: must be 0 (off) or >= 1"),
+                                  ({"filename": "{camera}.{end}.mp4"}, {}, "outputs.video.filename: unknown "
+                                                                           "placeholder {end}"),
+                                  ({}, {"retain": {"max_gb": -1}}, "outputs.retain.max_gb: must be > 0"),
+                                  ({}, {"events": {"retain": {"max_days": 0}}}, "outputs.events.retain.max_days")):
+        with pytest.raises(ConfigError) as e:
+            data = {"sources": [{"id": "cam", "uri": "rtsp://127.0.0.1:1/x"}],
+                    "models": {"det": {"path": __file__, "layout": "yolox", "input_size": 416}},
+                    "graph": [{"detect": {"model": "det"}}],
+                    "outputs": {"dir": str(tmp_path / "out"), "video": video, **outputs}}
+            parse_config(data, tmp_path)
+        assert any(p.startswith(where) for p in e.value.problems), e.value.problems
+
+
+def test_a_start_placeholder_names_the_file_by_its_start_without_segments(tmp_path):
+    out = outputs_config(tmp_path, segment_s=0, filename="{camera}/{start}.mp4")
+    files = CameraOutputs(out, Metrics())
+    files.open("cam", live=True)
+    for seq in range(10):
+        files.write(frame(seq))
+    files.close("cam", last=True)
+    videos = segment_files(str(tmp_path / "out" / "cam" / "{start}.mp4"))
+    assert len(videos) == 1 and len(packets(videos[0][1])) == 10
