@@ -115,6 +115,16 @@ def _event_metrics(destinations: dict) -> Iterator[Metric]:
                  [([d], v.get("waiting")) for d, v in destinations.items()])
 
 
+def _retention_metrics(folders: dict) -> Iterator[Metric]:
+    """What retention removed (`snapshot["retention"]`: {folder: {removed_files, removed_bytes, kept_bytes}})."""
+    yield _counter("pipeline_retention_removed_files", "Files removed to stay within the budget", ["folder"],
+                   [([f], v["removed_files"]) for f, v in folders.items()])
+    yield _counter("pipeline_retention_removed_bytes", "Bytes removed to stay within the budget", ["folder"],
+                   [([f], v["removed_bytes"]) for f, v in folders.items()])
+    yield _gauge("pipeline_retention_kept_bytes", "Bytes the folder held after its last sweep", ["folder"],
+                 [([f], v["kept_bytes"]) for f, v in folders.items()])
+
+
 class SnapshotCollector:
     def __init__(self, snapshot: Snapshot):
         self.snapshot = snapshot
@@ -125,6 +135,7 @@ class SnapshotCollector:
         yield from _stage_metrics(s)
         yield from _engine_metrics(s["engines"])
         yield from _event_metrics(s.get("events") or {})
+        yield from _retention_metrics(s.get("retention") or {})
         yield _gauge("pipeline_process_cpu_percent", "Process CPU use (100 = one core)", [], [([], s["cpu_percent"])])
         yield _gauge("pipeline_process_threads", "Threads of the process", [], [([], s["threads"])])
         yield _counter("pipeline_frames_processed", "Frames written, all cameras", [], [([], s["processed"])])

@@ -33,3 +33,30 @@ def test_files_older_than_the_age_limit_go_whatever_the_size(tmp_path):
     fresh = make(tmp_path / "cam.part1.jsonl", 10, 60)
     r = Retention(str(tmp_path), max_bytes=None, max_age_s=86400)
     assert r.sweep() == [old] and os.path.exists(fresh)
+
+
+def test_a_runs_retention_leaves_events_to_its_own_and_reports_in_every_view(tmp_path):
+    from pipeline.config import parse_config
+    from pipeline.metrics.prometheus import SnapshotCollector
+    from pipeline.metrics.registry import Metrics
+    from pipeline.metrics.report import summary_table
+    from pipeline.sinks.retention import OutputRetention
+
+    data = {"sources": [{"id": "cam", "uri": "rtsp://127.0.0.1:1/x"}],
+            "models": {"det": {"path": __file__, "layout": "yolox", "input_size": 416}},
+            "graph": [{"detect": {"model": "det"}}],
+            "outputs": {"dir": str(tmp_path), "retain": {"max_gb": 1e-6}, "events": {"retain": {"max_days": 1}}}}
+    outputs = parse_config(data, tmp_path).outputs
+    segment = make(tmp_path / "cam.20260101T000000Z.mp4", 3000, 100)
+    evidence = make(tmp_path / "events" / "cam" / "a.jpg", 3000, 200)  # over the byte budget, but not outputs'
+    old_evidence = make(tmp_path / "events" / "cam" / "b.jpg", 10, 2 * 86400)
+    metrics = Metrics()
+    run = OutputRetention(outputs, lambda path: False, metrics)
+    assert [part.sweep() for part in run.parts] == [[segment], [old_evidence]]
+    assert os.path.exists(evidence)
+    snap = metrics.snapshot()
+    assert snap["retention"]["outputs"]["removed_bytes"] == 3000 and snap["retention"]["events"]["removed_files"] == 1
+    assert "retention outputs: removed 1 file(s)" in summary_table(snap)
+    exported = {s.name: s.value for m in SnapshotCollector(lambda: snap).collect() for s in m.samples
+                if s.labels.get("folder") == "outputs"}
+    assert exported["pipeline_retention_removed_files_total"] == 1
