@@ -3,7 +3,9 @@
 What can go: finished files (video and JSON lines segments, event snapshots and clips),
 oldest first, until the folder is under `max_bytes` and nothing is older than
 `max_age_s`. Never a file still being written (`is_open`), never anything but the kinds
-of file the run writes. Every removal is counted (files, bytes) for the summary and the
+of file the run writes, never the newest of a camera's time-named segments (the one being
+written, whichever process writes it: on a cluster each host's retention sees the whole
+folder but knows only its own open files). Every removal is counted (files, bytes) for the summary and the
 metrics. A sweep runs on a thread of its own every `interval_s`, off the frame path.
 Folders in `skip` are another retention's (the event evidence under `events/`).
 `OutputRetention` is a run's: one for the videos and JSON lines, one for `events/`.
@@ -12,13 +14,15 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
-from typing import Callable
+from typing import Callable, Iterable
 
 from pipeline.config import OutputsConfig
 from pipeline.config.outputs import RetainConfig
 from pipeline.metrics.registry import Metrics, RetentionStats
+from pipeline.sinks.segments import STAMP_RE
 
 log = logging.getLogger("pipeline.retention")
 
@@ -61,12 +65,13 @@ class Retention:
         now = time.time() if now is None else now
         with self._lock:
             files = self._files()
+            newest = newest_segments(path for _, _, path in files)
             total = sum(size for _, size, _ in files)
             removed, freed = [], 0
             for mtime, size, path in files:
                 too_old = self.max_age_s is not None and now - mtime > self.max_age_s
                 too_big = self.max_bytes is not None and total > self.max_bytes
-                if not (too_old or too_big) or self.is_open(path):
+                if not (too_old or too_big) or path in newest or self.is_open(path):
                     continue
                 try:
                     os.remove(path)
@@ -101,6 +106,17 @@ class Retention:
 
 
 EVENTS = "events"
+
+
+def newest_segments(paths: Iterable[str]) -> set[str]:
+    """The newest file of each series of time-named segments (same name but the stamp)."""
+    newest: dict[str, str] = {}
+    for path in paths:
+        found = re.search(STAMP_RE, os.path.basename(path))
+        if found:
+            key = os.path.join(os.path.dirname(path), re.sub(STAMP_RE, "", os.path.basename(path)))
+            newest[key] = max(newest.get(key, path), path)
+    return set(newest.values())
 
 
 class OutputRetention:

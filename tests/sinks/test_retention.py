@@ -48,6 +48,7 @@ def test_a_runs_retention_leaves_events_to_its_own_and_reports_in_every_view(tmp
             "outputs": {"dir": str(tmp_path), "retain": {"max_gb": 1e-6}, "events": {"retain": {"max_days": 1}}}}
     outputs = parse_config(data, tmp_path).outputs
     segment = make(tmp_path / "cam.20260101T000000Z.mp4", 3000, 100)
+    make(tmp_path / "cam.20260101T000100Z.mp4", 10, 40)  # the newest segment: never removed
     evidence = make(tmp_path / "events" / "cam" / "a.jpg", 3000, 200)  # over the byte budget, but not outputs'
     old_evidence = make(tmp_path / "events" / "cam" / "b.jpg", 10, 2 * 86400)
     metrics = Metrics()
@@ -60,3 +61,13 @@ def test_a_runs_retention_leaves_events_to_its_own_and_reports_in_every_view(tmp
     exported = {s.name: s.value for m in SnapshotCollector(lambda: snap).collect() for s in m.samples
                 if s.labels.get("folder") == "outputs"}
     assert exported["pipeline_retention_removed_files_total"] == 1
+
+
+def test_the_newest_segment_of_each_camera_stays_whoever_writes_it(tmp_path):
+    """On a cluster another host writes it: this process's `is_open` cannot know."""
+    older = make(tmp_path / "cam1.20260101T000000Z.mp4", 100, 300)
+    newest = make(tmp_path / "cam1.20260101T010000Z.mp4", 100, 200)
+    lines = make(tmp_path / "cam1.20260101T010000Z.jsonl", 10, 200)
+    other = make(tmp_path / "cam2.20260101T000000Z.mp4", 100, 250)
+    r = Retention(str(tmp_path), max_bytes=0, max_age_s=None)
+    assert r.sweep() == [older] and all(os.path.exists(p) for p in (newest, lines, other))
