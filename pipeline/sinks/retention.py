@@ -122,13 +122,14 @@ def newest_segments(paths: Iterable[str]) -> set[str]:
 class OutputRetention:
     """A run's retentions: `outputs.retain` over the videos and JSON lines (never an open
     file: `is_open`), `outputs.events.retain` over `events/`; their counts go into the
-    metrics (`snapshot()["retention"]`). Swept at least twice per time segment, so the
-    folder exceeds its budget by about a segment at most."""
+    metrics (`snapshot()["retention"]`). Swept four times per time segment (every second
+    at most, every minute at least: a sweep stats every file of the folder), so the folder
+    exceeds its budget by about a segment at most."""
 
     def __init__(self, outputs: OutputsConfig, is_open: Callable[[str], bool], metrics: Metrics):
         events = os.path.join(outputs.dir, EVENTS)
         length = outputs.video.segment_s or 3600.0
-        interval = min(10.0, max(1.0, length / 2))
+        interval = min(60.0, max(1.0, length / 4))
         self.parts: list[Retention] = []
         for name, retain, root, skip in (("outputs", outputs.retain, outputs.dir, (events,)),
                                          ("events", outputs.events.retain, events, ())):
