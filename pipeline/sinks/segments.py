@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import glob
 import math
-import os
 import re
 import time
 from datetime import datetime, timezone
@@ -108,10 +107,6 @@ def last_stamp(*patterns: str) -> str | None:
     """The newest stamp among the files of these patterns (paths with `{start}`)."""
     stamps = [s for p in patterns for s, _ in segment_files(p)]
     return max(stamps) if stamps else None
-
-
-def display_name(path: str | None) -> str:
-    return os.path.basename(path) if path else ""
 
 
 class CameraSegments:
