@@ -75,7 +75,7 @@ def test_a_file_camera_cuts_on_media_time_with_every_frame_once_and_keyframes_fi
 def test_a_resolution_change_starts_a_segment_of_both_outputs(tmp_path):
     out = outputs_config(tmp_path, segment_s=3600)
     files = CameraOutputs(out, Metrics())
-    files.open("cam", live=True)
+    files.open("cam", live=False)  # media time: no wall-clock hour can cut it
     for seq in range(30):
         files.write(frame(seq, (48, 64) if seq < 12 else (72, 96)))
     files.close("cam", last=True)
@@ -91,7 +91,7 @@ def test_stamps_only_increase_so_a_returning_camera_never_overwrites(tmp_path):
     out = outputs_config(tmp_path, segment_s=3600)
     files = CameraOutputs(out, Metrics())
     for _ in range(3):  # the same id three times within one second
-        files.open("cam", live=True)
+        files.open("cam", live=False)
         for seq in range(5):
             files.write(frame(seq))
         files.close("cam", last=True)
