@@ -77,8 +77,10 @@ class VideoOutputConfig:
     preset: str = option("ultrafast", doc="x264/x265 preset")
     crf: int = option(23, check=within(0, 63), doc="x264/x265 quality (lower is better)")
     filename: str = option("{camera}.mp4", read=read_video_template,
-                           doc="file name template; `{camera}` is the camera id; the extension picks the container")
-    options: dict[str, str] = option(factory=dict, read=read_string_map, doc="more encoder options")
+                           doc="file name template; `{camera}` is the camera id, `{start}` a segment's start time (UTC, "
+                               "`20261201T120000Z`); the extension picks the container")
+    options: dict[str, str] = option(factory=dict, read=read_string_map,
+                                     doc="more options of `codec` (not given to the libx264 fallback)")
     fragmented: bool | None = option(None, shown="live cameras",
                                      doc="fragmented MP4 flushed every second: playable even after kill -9")
     segment_s: float | None = option(None, check=segment_length, shown="3600 for live cameras, off for files",
