@@ -129,7 +129,7 @@ def test_the_command_line_runs_on_a_cluster_and_takes_cameras_while_running(tmp_
               "outputs": {"dir": str(out), "jsonl": {"filename": "{camera}.jsonl"}}}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
     py = f"{sys.executable} -m pipeline"
-    extra = f"{{id: extra, uri: {sample_path('bikes.mp4')}, realtime: true}}"
+    extra = f"{{id: extra, uri: {sample_path('bikes.mp4')}, realtime: true, loop: true}}"  # runs until removed
     script = f"""
 ip link set lo up
 {py} run --config {tmp_path / 'c.yaml'} --cluster local --hosts 2 --report {tmp_path / 'r.json'} \
