@@ -25,7 +25,7 @@ from pipeline.config import Config, SourceConfig, entry_stage
 from pipeline.control import CameraControl
 from pipeline.engines.plan import plan_threads
 from pipeline.engines.registry import EngineRegistry, gpu_models, open_sessions
-from pipeline.frames import Frame, Resume
+from pipeline.frames import Resume
 from pipeline.metrics.registry import Metrics, thread_count
 from pipeline.preprocess import Preprocessor
 from pipeline.runtime.ingress import Ingress
@@ -53,8 +53,8 @@ class Pipeline:
         self.max_frames = max_frames
         self.sources: list[VideoSource] = []
         self.stages: list[Stage] = []
-        self.preview: Preview | None = None
-        self.web: WebServer | None = None
+        self.preview: Preview | None = None  # the live view, the web server and the event destinations:
+        self.web: WebServer | None = None    # each only where the config asks for it
         self.events: EventPublisher | None = None
         self.started = False
         base_threads = thread_count()
@@ -75,7 +75,7 @@ class Pipeline:
         # Little's law: the batches in flight keep the detector busy; file frames waiting
         # besides need only fill its next batch. More only adds latency.
         self.ingress = Ingress(f"{entry.stage_name}.lanes", self.engines(entry.model).policy.target,
-                               on_drop=self._dropped)
+                               on_drop=lambda item, why: self.metrics.drop(item.camera, why))
         self.metrics.queues[self.ingress.name] = self.ingress
         ctx = BuildContext(cfg, self.metrics, self.control, self.engines, self.ingress)
         self.stages = [STAGES[type(spec)].from_spec(spec, ctx) for spec in cfg.graph]
@@ -103,10 +103,6 @@ class Pipeline:
             self.web = WebServer(out.web, self.snapshot, self.preview, cameras=lambda: self.metrics.cameras,
                                  events=self.recent.newest, evidence_dir=out.dir,
                                  control=CameraControl(self, self.config) if out.web.control else None)
-
-    def _dropped(self, item: object, reason: str) -> None:
-        if isinstance(item, Frame):
-            self.metrics.drop(item.camera, reason)
 
     def _source(self, s: SourceConfig, resume: Resume) -> VideoSource:
         assert s.queue.policy is not None

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from pipeline.errors import BAD_INPUT, DONE, FAILED, INTERRUPTED, StartupError
+from pipeline.errors import DONE, FAILED, INTERRUPTED, StartupError
 from pipeline.metrics.report import progress_line, summary_table
 from pipeline.redact import redact, redact_data
 

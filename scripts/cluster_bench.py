@@ -19,8 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pipeline.bench.runner import with_cameras, without_classifier  # noqa: E402
-from pipeline.cluster.driver import ClusterDriver, default_call  # noqa: E402
-from pipeline.cluster.ray_run import connect, start_hosts  # noqa: E402
+from pipeline.cluster.driver import ClusterDriver  # noqa: E402
+from pipeline.cluster.ray_run import connect, kill_host, ray_call, start_hosts  # noqa: E402
 from pipeline.config import load_config  # noqa: E402
 from pipeline.graph import Pipeline  # noqa: E402
 from pipeline.preflight import cluster_problems  # noqa: E402
@@ -39,7 +39,7 @@ def one_process(config) -> float:
 def two_hosts(ray, config) -> float:
     config = config.with_output_dir(tempfile.mkdtemp(prefix="cluster-bench-"))
     hosts = start_hosts(ray, config, None, 2, 1)
-    driver = ClusterDriver(config, hosts, default_call, poll_s=0.2)
+    driver = ClusterDriver(config, hosts, ray_call, kill_host, poll_s=0.2)
     t0 = time.perf_counter()
     driver.start()
     while not driver.finished():

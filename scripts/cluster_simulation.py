@@ -10,6 +10,7 @@ counted as messages and bytes.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -19,8 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline.cluster.driver import ClusterDriver, HostState, direct_call  # noqa: E402
+from pipeline.cluster.driver import ClusterDriver, HostGone, HostState, direct_call  # noqa: E402
 from pipeline.cluster.placement import CameraLoad, CostModel, hosts_needed  # noqa: E402
+from pipeline.cluster.status import HostStatus  # noqa: E402
 from pipeline.config import parse_config  # noqa: E402
 from pipeline.metrics.histogram import Histogram  # noqa: E402
 
@@ -43,10 +45,9 @@ class StandInHost:
 
     def status(self):
         if self.dead:
-            raise type("ActorDiedError", (Exception,), {})("node lost")
-        return {"host": self.name, "node": f"node-{self.name}", "cameras": self.cameras, "open": list(self.cameras),
-                "latency_counts": self.hist.counts.tolist(), "latency_total": self.hist.total,
-                "latency_max": self.hist.max, "engines": {}, "cpu_percent": 640.0, "threads": 90}
+            raise HostGone("node lost")
+        return HostStatus(self.name, f"node-{self.name}", self.cameras, list(self.cameras), self.hist.counts.tolist(),
+                          self.hist.total, self.hist.max, cpu_percent=640.0)
 
 
 
@@ -68,7 +69,7 @@ def main() -> int:
                            "outputs": {"dir": out_dir, "jsonl": {"filename": "{camera}.jsonl"}}}, Path(out_dir))
     stand_ins = [StandInHost(f"host{i}") for i in range(hosts_count)]
     driver = ClusterDriver(config, [HostState(s.name, s, 1000.0 * args.cores_per_host) for s in stand_ins],
-                           direct_call)
+                           direct_call, lambda host: None)
     t0 = time.perf_counter()
     driver.start()
     placing = time.perf_counter() - t0
@@ -78,7 +79,7 @@ def main() -> int:
         driver.poll()
         driver.snapshot()
         rounds.append(time.perf_counter() - t0)
-        sizes.append(sum(len(json.dumps(h.status)) for h in driver.hosts.values()))
+        sizes.append(sum(len(json.dumps(dataclasses.asdict(h.status))) for h in driver.hosts.values()))
     stand_ins[0].dead = True
     moved = len(stand_ins[0].cameras)
     t0 = time.perf_counter()

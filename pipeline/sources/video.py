@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from typing import Protocol
 
 import av
 
@@ -39,23 +39,34 @@ LOG_EVERY_BAD_PACKET = 100  # after the first one, log every Nth: a damaged stre
 READ_AHEAD_S = 0.005  # a paced file reads its next frame this long before it is due
 
 
+class Lane(Protocol):
+    """The camera's place in the ingress (`runtime.ingress.CameraPort`)."""
+
+    def put(self, item: Item) -> None: ...
+
+    def wait_turn(self) -> None:
+        """Wait until the next frame may be read (a file read on demand takes turns)."""
+        ...
+
+    def end_turn(self) -> None:
+        """The frame read in this turn is handed over (or skipped)."""
+        ...
+
+
 class VideoSource:
-    def __init__(self, config: SourceConfig, preprocess: Preprocessor, put: Callable[[Item], None],
-                 metrics: Metrics, control: RunControl, max_frames: int | None = None,
-                 room: Callable[[], None] | None = None, read_done: Callable[[], None] | None = None,
-                 start_at: int = 0, resume: Resume | None = None):
+    def __init__(self, config: SourceConfig, preprocess: Preprocessor, lane: Lane, metrics: Metrics,
+                 control: RunControl, max_frames: int | None = None, resume: Resume = Resume()):
         self.config = config
         self.camera = config.id
         self.preprocess = preprocess
-        self.put = put
+        self.lane = lane  # where its frames go; a file waits for its turn before reading the next frame
         self.metrics = metrics
         self.control = control
         self.max_frames = max_frames
-        self.room = room  # files: wait for a turn (room in the lane) before reading the next frame
-        self.read_done = read_done  # ... and end the turn once that frame is handed over (or skipped)
         # where it picks up: frames of its file processed elsewhere, and where its numbering
         # and timeline continue (`max_frames` counts the frames of the id across moves)
-        self.resume = resume or Resume(start_at=start_at)
+        self.resume = resume
+        self._said: set[str] = set()  # decoder fallbacks said once per camera, not per connection
         self.stop_event = threading.Event()  # this camera only (removed while the others go on)
         self.stats: CameraStats = metrics.camera(self.camera)
         self.gate = FrameGate(config.stride, config.max_fps)
@@ -124,7 +135,7 @@ class VideoSource:
         if eos.reason != "failed":
             self._state(CameraState.ENDED, self._ended_detail(eos.reason))
         try:
-            self.put(eos)
+            self.lane.put(eos)
         except QueueClosed:
             pass
 
@@ -140,7 +151,7 @@ class VideoSource:
         """Read the file once, or over and over with `loop` (timestamps keep increasing)."""
         self._state(CameraState.CONNECTING)
         while True:
-            connection = Connection(self.config, self._bad_packet)
+            connection = Connection(self.config, self._bad_packet, self._said)
             try:
                 self._state(CameraState.STREAMING)
                 assert self.timeline is not None
@@ -169,7 +180,7 @@ class VideoSource:
             self._state(CameraState.RECONNECTING if rc.streamed else CameraState.CONNECTING, self.stats.detail)
             why = ""
             try:
-                connection = Connection(self.config, self._bad_packet)
+                connection = Connection(self.config, self._bad_packet, self._said)
                 try:
                     assert self.timeline is not None
                     self.timeline.new_connection()
@@ -203,8 +214,7 @@ class VideoSource:
         decoded when the lane has room for it, so its latency starts when it is read (as
         in a loop that reads a frame when it is ready for one), not while it waits. The
         turn to read spans decoding and handing over one frame, never a paced wait."""
-        if self.room is not None:
-            self.room()
+        self.lane.wait_turn()
         for vf in connection.frames(self._stopping):
             if self.config.network:
                 self.reconnect.frame()
@@ -212,8 +222,7 @@ class VideoSource:
                 if self.stats.state != CameraState.STREAMING:
                     self._state(CameraState.STREAMING)
             self._emit(vf, connection)
-            if self.read_done is not None:
-                self.read_done()
+            self.lane.end_turn()
             if self._stopping():
                 return
             if self._next_due is not None:
@@ -222,8 +231,7 @@ class VideoSource:
                 wait = self._next_due - READ_AHEAD_S - time.perf_counter()
                 if wait > 0:
                     self._wait(wait)
-            if self.room is not None:
-                self.room()
+            self.lane.wait_turn()
 
     def _emit(self, vf: av.VideoFrame, connection: Connection) -> None:
         assert self.timeline is not None
@@ -262,4 +270,4 @@ class VideoSource:
             log.warning("camera %s frame %d: preprocess failed: %s", self.camera, seq, one_line(e))
             return
         frame.stamp("preprocess")
-        self.put(frame)
+        self.lane.put(frame)

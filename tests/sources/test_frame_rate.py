@@ -3,6 +3,7 @@ measured from them and goes wrong with them; the codec's own rate is then the on
 from __future__ import annotations
 
 from fractions import Fraction
+from types import SimpleNamespace
 
 import av
 import numpy as np
@@ -85,7 +86,8 @@ def test_frames_of_a_file_with_all_zero_timestamps_are_timed_at_the_codecs_rate(
                                     "models": {"det": detector_model(model_path)},
                                     "graph": [{"detect": {"model": "det"}}]}))
     got: list = []
-    camera = VideoSource(cfg.sources[0], Preprocessor(cfg.detector), got.append, Metrics(), RunControl())
+    lane = SimpleNamespace(put=got.append, wait_turn=lambda: None, end_turn=lambda: None)
+    camera = VideoSource(cfg.sources[0], Preprocessor(cfg.detector), lane, Metrics(), RunControl())
     camera.start()
     camera.join(60)
     frames = [f for f in got if isinstance(f, Frame)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from fractions import Fraction
+from types import SimpleNamespace
 
 import pytest
 
@@ -27,8 +28,9 @@ def test_a_paced_files_frames_are_stamped_at_their_due_time_never_earlier(short_
                                     "models": {"det": detector_model(model_path)},
                                     "graph": [{"detect": {"model": "det"}}]}))
     got: list[tuple[Frame, float]] = []
-    source = VideoSource(cfg.sources[0], Preprocessor(cfg.detector),
-                         lambda item: got.append((item, time.perf_counter())), Metrics(), RunControl(), max_frames=12)
+    lane = SimpleNamespace(put=lambda item: got.append((item, time.perf_counter())), wait_turn=lambda: None,
+                           end_turn=lambda: None)
+    source = VideoSource(cfg.sources[0], Preprocessor(cfg.detector), lane, Metrics(), RunControl(), max_frames=12)
     source.start()
     source.join(30)
     frames = [(f, t) for f, t in got if isinstance(f, Frame)]
@@ -62,8 +64,8 @@ def test_a_paced_files_turn_to_read_never_spans_its_wait_for_the_next_frame(shor
     def read_done() -> None:
         turn["held"] = False
 
-    source = VideoSource(cfg.sources[0], Preprocessor(cfg.detector), lambda item: None, Metrics(), RunControl(),
-                         max_frames=8, room=room, read_done=read_done)
+    lane = SimpleNamespace(put=lambda item: None, wait_turn=room, end_turn=read_done)
+    source = VideoSource(cfg.sources[0], Preprocessor(cfg.detector), lane, Metrics(), RunControl(), max_frames=8)
     wait = source._wait
     source._wait = lambda seconds: (waits_in_turn.append(seconds) if turn["held"] else None, wait(seconds))[1]
     source.start()
