@@ -53,9 +53,6 @@ class Pipeline:
         self.max_frames = max_frames
         self.sources: list[VideoSource] = []
         self.stages: list[Stage] = []
-        self.preview: Preview | None = None  # the live view, the web server and the event destinations:
-        self.web: WebServer | None = None    # each only where the config asks for it
-        self.events: EventPublisher | None = None
         self.started = False
         base_threads = thread_count()
         try:
@@ -79,30 +76,14 @@ class Pipeline:
         self.metrics.queues[self.ingress.name] = self.ingress
         ctx = BuildContext(cfg, self.metrics, self.control, self.engines, self.ingress)
         self.stages = [STAGES[type(spec)].from_spec(spec, ctx) for spec in cfg.graph]
-        self._build_outputs()
+        self.side = SideOutputs(self)
         self.sink = SinkStage(cfg.outputs, self.metrics, self.control, Capacity(self.plan.cores),
-                              cfg.runtime.queue_size, self.evidence, self.preview)
+                              cfg.runtime.queue_size, self.side.evidence, self.side.preview)
         for a, b in zip(self.stages, [*self.stages[1:], self.sink]):
             a.emit = b.accept
         self.stages.append(self.sink)
         for s in cfg.sources:
             self._source(s, Resume())
-
-    def _build_outputs(self) -> None:
-        """The event destinations, the events' evidence and the live view (the sink feeds them)."""
-        out = self.config.outputs
-        events = EventPublisher(out.events)
-        if events:
-            self.events = events
-            self.metrics.state_listeners.append(events.camera_state)
-        self.recent = RecentEvents()
-        self.evidence = EventEvidence(out.dir, out.events, self.events, self.recent)
-        self.retention = OutputRetention(out, lambda path: self.sink.files.is_open(path), self.metrics)
-        if out.web is not None:
-            self.preview = Preview(out.web.fps, out.web.quality, out.web.width)
-            self.web = WebServer(out.web, self.snapshot, self.preview, cameras=lambda: self.metrics.cameras,
-                                 events=self.recent.newest, evidence_dir=out.dir,
-                                 control=CameraControl(self, self.config) if out.web.control else None)
 
     def _source(self, s: SourceConfig, resume: Resume) -> VideoSource:
         assert s.queue.policy is not None
@@ -140,12 +121,7 @@ class Pipeline:
         cv2.setNumThreads(1)  # OpenCV's own pool off: our parallelism is across cameras
         log.info(self.plan.describe())
         self.started = True
-        if self.events is not None:
-            self.events.start()
-        self.evidence.start()
-        self.retention.start()
-        if self.web is not None:
-            self.web.start()
+        self.side.start()
         for stage in reversed(self.stages):
             stage.start()
         for source in self.sources:
@@ -164,8 +140,7 @@ class Pipeline:
             self.control.abort.set()
             for stage in self.stages:
                 stage.stop()
-            if self.events is not None:
-                self.events.abort()  # a flush to destinations that are away ends at once
+            self.side.abort()
 
     def close(self, timeout: float = 30.0) -> None:
         """Join every thread and release engines; call after `wait()` or `stop()` (or to
@@ -181,8 +156,7 @@ class Pipeline:
                 stage.join(left())
         for stage in self.stages:
             stage.close()
-        for part in (getattr(self, "engines", None), getattr(self, "evidence", None), self.events, self.web,
-                     self.preview, getattr(self, "retention", None)):
+        for part in (getattr(self, "engines", None), getattr(self, "side", None)):
             if part is not None:
                 part.close()
 
@@ -195,6 +169,45 @@ class Pipeline:
         self.metrics.sample_process()
         snap = self.metrics.snapshot()
         snap["thread_plan"] = self.plan.total
-        if self.events is not None:
-            snap["events"] = self.events.stats()
+        if getattr(self, "side", None) is not None and self.side.events is not None:
+            snap["events"] = self.side.events.stats()
         return snap
+
+
+class SideOutputs:
+    """What the sink feeds besides each camera's files: the event destinations, the events'
+    evidence (snapshots, clips) and the live page's recent events, the disk budget, and
+    the live view with its web server; each only where the config asks for it."""
+
+    def __init__(self, pipeline: Pipeline):
+        out = pipeline.config.outputs
+        publisher = EventPublisher(out.events)
+        self.events = publisher if publisher else None
+        if self.events is not None:
+            pipeline.metrics.state_listeners.append(self.events.camera_state)
+        self.recent = RecentEvents()
+        self.evidence = EventEvidence(out.dir, out.events, self.events, self.recent)
+        self.retention = OutputRetention(out, lambda path: pipeline.sink.files.is_open(path), pipeline.metrics)
+        self.preview: Preview | None = None
+        self.web: WebServer | None = None
+        if out.web is not None:
+            self.preview = Preview(out.web.fps, out.web.quality, out.web.width)
+            control = CameraControl(pipeline, pipeline.config) if out.web.control else None
+            self.web = WebServer(out.web, pipeline.snapshot, self.preview, cameras=lambda: pipeline.metrics.cameras,
+                                 events=self.recent.newest, evidence_dir=out.dir, control=control)
+
+    def start(self) -> None:
+        for part in (self.events, self.evidence, self.retention, self.web):
+            if part is not None:
+                part.start()
+
+    def abort(self) -> None:
+        """A second signal: a flush to event destinations that are away ends at once."""
+        if self.events is not None:
+            self.events.abort()
+
+    def close(self) -> None:
+        """The evidence first (its snapshots deliver events), then the destinations."""
+        for part in (self.evidence, self.events, self.web, self.preview, self.retention):
+            if part is not None:
+                part.close()

@@ -63,7 +63,7 @@ def watched_latency(config: Config, seconds: float) -> dict:
 
     p = Pipeline(with_web(config, True))
     p.start()
-    assert p.web is not None
+    assert p.side.web is not None
     time.sleep(1.0)
     out: dict[str, dict] = {}
     threads = []
@@ -71,7 +71,7 @@ def watched_latency(config: Config, seconds: float) -> dict:
         h = Histogram()
         out[s.id] = {"histogram": h}
         t = threading.Thread(target=lambda cam=s.id, hist=h: out[cam].update(
-            pictures=read_mjpeg(f"http://127.0.0.1:{p.web.port}/stream/{cam}", seconds, hist)))
+            pictures=read_mjpeg(f"http://127.0.0.1:{p.side.web.port}/stream/{cam}", seconds, hist)))
         threads.append(t)
         t.start()
     for t in threads:

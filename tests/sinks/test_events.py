@@ -78,7 +78,7 @@ def test_a_broker_that_goes_away_costs_nothing_and_its_events_arrive_after(tmp_p
         broker.stop()
         street = p.metrics.camera("street")
         gone["at"] = street.processed
-        held = lambda: p.events.stats()[f"mqtt://127.0.0.1:{broker.port}"]["waiting"]  # noqa: E731
+        held = lambda: p.side.events.stats()[f"mqtt://127.0.0.1:{broker.port}"]["waiting"]  # noqa: E731
         deadline = time.monotonic() + 60  # the broker stays away until events were held back and frames went on
         while (held() < 1 or street.processed - gone["at"] < 25) and time.monotonic() < deadline:
             time.sleep(0.1)

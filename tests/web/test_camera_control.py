@@ -138,7 +138,7 @@ def test_a_body_too_large_is_413_and_one_without_a_length_411(controlled):
 def test_control_off_is_403(model_path, sample_path, running):
     """The path exists (GET lists the cameras): changing the cameras is what is refused."""
     p = running(live_config(model_path, sample_path))
-    base = f"http://127.0.0.1:{p.web.port}"
+    base = f"http://127.0.0.1:{p.side.web.port}"
     status, answer, _ = get(base + "/api/cameras", {"Content-Type": "application/yaml"}, "POST", b"id: x\nuri: y\n")
     assert (status, answer) == (403, b"adding and removing cameras over HTTP is off (outputs.web.control)\n")
     assert get(base + "/api/cameras/campus", {}, "DELETE")[0] == 403
@@ -180,7 +180,7 @@ def test_a_running_pipeline_adds_and_removes_cameras_on_its_own_port(model_path,
     cfg = live_config(model_path, sample_path, token=TOKEN, control=True)
     cfg["sources"] = cfg["sources"][:1]
     p = running(cfg)
-    base = f"http://127.0.0.1:{p.web.port}"
+    base = f"http://127.0.0.1:{p.side.web.port}"
     body = f"id: dock\nuri: {sample_path('bikes.mp4')}\nrealtime: true\nloop: true\n".encode()
     assert post(base, body, {"Authorization": "Bearer wrong"})[0] == 401
     status, answer, _ = post(base, body)

@@ -222,7 +222,7 @@ def test_the_panel_shows_real_events_with_thumbnails_live_and_opens_their_eviden
     for i, record in enumerate(records[:5]):
         evidence.add(record, clip=i == 4)
     assert evidence.wait(5)
-    server = WebServer(WebConfig(port=0), p.snapshot, p.preview, cameras=lambda: p.metrics.cameras,
+    server = WebServer(WebConfig(port=0), p.snapshot, p.side.preview, cameras=lambda: p.metrics.cameras,
                        events=evidence.recent.newest, evidence_dir=str(tmp_path / "out"))
     server.start()
     d = browser(1400, 900)

@@ -45,7 +45,7 @@ def test_the_page_shows_both_cameras_live_with_boxes_counts_and_states(model_pat
     p = running(live_config(model_path, sample_path))
     d = browser()
     try:
-        d.get(f"http://127.0.0.1:{p.web.port}/")
+        d.get(f"http://127.0.0.1:{p.side.web.port}/")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             imgs = d.find_elements(By.CSS_SELECTOR, ".tile img.video")
@@ -85,20 +85,20 @@ def test_the_page_shows_both_cameras_live_with_boxes_counts_and_states(model_pat
 def test_api_and_metrics_share_the_port_and_cost_nothing_unwatched(model_path, sample_path, running):
     p = running(live_config(model_path, sample_path))
     time.sleep(3)
-    status, body, _ = get(f"http://127.0.0.1:{p.web.port}/api/cameras")
+    status, body, _ = get(f"http://127.0.0.1:{p.side.web.port}/api/cameras")
     snap = json.loads(body)
     assert status == 200 and sorted(snap["cameras"]) == ["campus", "street"]
     assert snap["live_view"]["viewers"] == 0 and snap["live_view"]["encoded"] == 0  # nobody watched: nothing made
-    status, body, _ = get(f"http://127.0.0.1:{p.web.port}/metrics")
+    status, body, _ = get(f"http://127.0.0.1:{p.side.web.port}/metrics")
     assert status == 200 and b'pipeline_camera_frames_processed_total{camera="campus"}' in body
-    status, jpeg, headers = get(f"http://127.0.0.1:{p.web.port}/frame/street.jpg")
+    status, jpeg, headers = get(f"http://127.0.0.1:{p.side.web.port}/frame/street.jpg")
     assert status == 200 and jpeg[:2] == b"\xff\xd8" and float(headers["X-Capture-Time"]) > 0
-    assert get(f"http://127.0.0.1:{p.web.port}/frame/nope.jpg")[0] == 404
+    assert get(f"http://127.0.0.1:{p.side.web.port}/frame/nope.jpg")[0] == 404
 
 
 def test_a_token_guards_the_page_the_api_and_the_video(model_path, sample_path, running):
     p = running(live_config(model_path, sample_path, token="s3cret"))
-    base = f"http://127.0.0.1:{p.web.port}"
+    base = f"http://127.0.0.1:{p.side.web.port}"
     for path in ("/", "/api/cameras", "/metrics", "/frame/campus.jpg"):
         assert get(base + path)[0] == 401, path
     assert get(base + "/api/cameras", {"Authorization": "Bearer s3cret"})[0] == 200
@@ -110,4 +110,4 @@ def test_a_token_guards_the_page_the_api_and_the_video(model_path, sample_path, 
 
 def test_the_server_listens_on_this_machine_only_by_default(model_path, sample_path, running):
     p = running(live_config(model_path, sample_path))
-    assert p.web._httpd.server_address[0] == "127.0.0.1"
+    assert p.side.web._httpd.server_address[0] == "127.0.0.1"

@@ -65,7 +65,7 @@ def test_twelve_cameras_all_show_pictures_and_the_figures_keep_updating(model_pa
     p = running(many_cameras_config(model_path, small_clip))
     d = browser(2200, 1300)  # the twelve tiles in view at once, beside the events panel
     try:
-        d.get(f"http://127.0.0.1:{p.web.port}/")
+        d.get(f"http://127.0.0.1:{p.side.web.port}/")
         deadline = time.monotonic() + 60
         while True:
             shown = dict(d.execute_script(BRIGHTNESS))
@@ -83,9 +83,9 @@ def test_twelve_cameras_all_show_pictures_and_the_figures_keep_updating(model_pa
         visible = {t.get_attribute("data-camera") for t in d.find_elements("css selector", ".tile")
                    if d.execute_script("const r = arguments[0].getBoundingClientRect();"
                                        "return r.top < window.innerHeight && r.bottom > 0", t)}
-        served = {cam: h.count for cam, h in p.web.view_latency.items()}
+        served = {cam: h.count for cam, h in p.side.web.view_latency.items()}
         time.sleep(3)
-        served = {cam: h.count - served[cam] for cam, h in p.web.view_latency.items()}
+        served = {cam: h.count - served[cam] for cam, h in p.side.web.view_latency.items()}
     finally:
         d.quit()
     assert sorted(shown) == [f"cam{i:02d}" for i in range(CAMERAS)]
@@ -102,7 +102,7 @@ def test_the_mjpeg_stream_still_serves_one_camera(model_path, small_clip, runnin
     import urllib.request
 
     p = running(many_cameras_config(model_path, small_clip))
-    with urllib.request.urlopen(f"http://127.0.0.1:{p.web.port}/stream/cam03", timeout=20) as r:
+    with urllib.request.urlopen(f"http://127.0.0.1:{p.side.web.port}/stream/cam03", timeout=20) as r:
         assert r.headers["Content-Type"].startswith("multipart/x-mixed-replace")
         data = b""
         while data.count(b"\xff\xd8") < 2:
@@ -124,12 +124,12 @@ def test_metrics_show_the_event_destinations_with_secrets_masked(model_path, sam
         label = f'destination="{hook.url}?token=***"'
         deadline = time.monotonic() + 30
         while True:  # the cameras' state changes are events: some are sent at once
-            metrics = get(f"http://127.0.0.1:{p.web.port}/metrics")[1].decode()
+            metrics = get(f"http://127.0.0.1:{p.side.web.port}/metrics")[1].decode()
             sent = re.search(rf"^pipeline_events_sent_total\{{{re.escape(label)}\}} (\S+)$", metrics, re.M)
             if (sent and float(sent.group(1)) >= 1) or time.monotonic() > deadline:
                 break
             time.sleep(0.3)
-        api = get(f"http://127.0.0.1:{p.web.port}/api/cameras")[1].decode()
+        api = get(f"http://127.0.0.1:{p.side.web.port}/api/cameras")[1].decode()
     finally:
         hook.close()
     assert sent and float(sent.group(1)) >= 1, metrics
@@ -142,22 +142,22 @@ def test_stills_keep_a_camera_watched_for_a_while_and_share_its_pictures(model_p
     from web_support import live_config
 
     p = running(live_config(model_path, sample_path, fps=2))
-    url = f"http://127.0.0.1:{p.web.port}/frame/street.jpg"
-    assert p.web.api_snapshot()["live_view"]["encoded"] == 0
-    began, before = time.monotonic(), p.preview.encoded
+    url = f"http://127.0.0.1:{p.side.web.port}/frame/street.jpg"
+    assert p.side.web.api_snapshot()["live_view"]["encoded"] == 0
+    began, before = time.monotonic(), p.side.preview.encoded
     seqs = set()
     for _ in range(20):  # asked far faster than the live rate: the newest picture each time, no encoding of its own
         status, _, headers = get(url)
         assert status == 200
         seqs.add(int(headers["X-Seq"]))
-    made = p.preview.encoded - before
+    made = p.side.preview.encoded - before
     assert made <= (time.monotonic() - began) * 2 + 2 and len(seqs) <= made
     fresh = set()
     for _ in range(8):  # at the live rate: a fresh picture each time (a still was the first one, for ever)
         time.sleep(0.5)
         fresh.add(int(get(url)[2]["X-Seq"]))
     assert len(fresh) >= 4
-    time.sleep(p.web.still_lease_s + 1)  # nobody asked since: the camera is no longer watched
-    idle = p.preview.encoded
+    time.sleep(p.side.web.still_lease_s + 1)  # nobody asked since: the camera is no longer watched
+    idle = p.side.preview.encoded
     time.sleep(2)
-    assert p.preview.encoded == idle
+    assert p.side.preview.encoded == idle

@@ -164,7 +164,7 @@ def test_a_loopback_server_starts_without_a_warning(preview, caplog):
 
 def test_the_cookie_carries_only_the_right_token_and_bearer_is_any_case(model_path, sample_path, running):
     p = running(live_config(model_path, sample_path, token="s3cret"))
-    port = p.web.port
+    port = p.side.web.port
     # a valid header plus a token parameter with a line break: the parameter was echoed into Set-Cookie
     head = raw(port, b"GET /?token=x%0d%0aX-Injected:%20yes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\n"
                      b"Connection: close\r\n\r\n").split(b"\r\n\r\n")[0]
@@ -181,7 +181,7 @@ def test_a_client_that_vanishes_mid_reply_is_one_debug_line(model_path, sample_p
     p = running(live_config(model_path, sample_path))
     with caplog.at_level(logging.DEBUG, logger="pipeline.web"):
         for path, wait_for in ((b"/frame/street.jpg", b""), (b"/stream/street", b"\xff\xd8")):
-            c = socket.create_connection(("127.0.0.1", p.web.port), timeout=20)
+            c = socket.create_connection(("127.0.0.1", p.side.web.port), timeout=20)
             c.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
             got = b""
             while wait_for not in got:  # the stream: gone once its first picture is under way
@@ -212,7 +212,7 @@ def test_an_idle_connection_is_closed(preview, monkeypatch):
 def test_connections_are_capped_and_the_excess_answered_503(model_path, sample_path, running, monkeypatch):
     monkeypatch.setattr(WebServer, "MAX_CONNECTIONS", 4)
     p = running(live_config(model_path, sample_path))
-    port = p.web.port
+    port = p.side.web.port
     idle = [socket.create_connection(("127.0.0.1", port), timeout=20) for _ in range(4)]
     try:
         deadline = time.monotonic() + 30
@@ -222,7 +222,7 @@ def test_connections_are_capped_and_the_excess_answered_503(model_path, sample_p
                 break
             time.sleep(0.1)
         assert answer.startswith(b"HTTP/1.1 503")
-        assert p.web.api_snapshot()["live_view"]["refused"] >= 1
+        assert p.side.web.api_snapshot()["live_view"]["refused"] >= 1
     finally:
         for c in idle:
             c.close()
@@ -250,7 +250,7 @@ def test_names_from_the_config_are_text_in_the_page(model_path, sample_path, run
     p = running(cfg)
     d = browser()
     try:
-        d.get(f"http://127.0.0.1:{p.web.port}/")
+        d.get(f"http://127.0.0.1:{p.side.web.port}/")
         deadline = time.monotonic() + 30
         text = ""
         while evil not in text and time.monotonic() < deadline:
