@@ -205,7 +205,7 @@ def test_a_killed_process_leaves_playable_video_for_live_cameras(tmp_path, sampl
     out = tmp_path / "out"
     cfg = {"sources": [{"id": "cam", "uri": sample_path("bikes.mp4"), "live": True}],  # a file played as a camera
            "models": {"det": detector_model(model_path)}, "graph": [{"detect": {"model": "det"}}],
-           "outputs": {"dir": str(out)}}
+           "outputs": {"dir": str(out), "video": {"segment_s": 0}}}  # one file (no hourly cut)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(cfg))
     proc = subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--config", str(path)], cwd=ROOT,

@@ -99,7 +99,8 @@ def live_pipeline(cfg: dict, write_config, max_frames=None):
 def test_an_rtsp_stream_goes_through_the_whole_pipeline(tmp_path, server, model_path, write_config):
     srv = server("--pattern", "ball", "--size", "320x240", "--fps", "15")
     cfg = {"sources": [{"id": "door", "uri": srv.url}], "models": {"det": detector_model(model_path)},
-           "graph": [{"detect": {"model": "det"}}, "annotate"], "outputs": {"dir": str(tmp_path / "out")}}
+           "graph": [{"detect": {"model": "det"}}, "annotate"],
+           "outputs": {"dir": str(tmp_path / "out"), "video": {"segment_s": 0}}}  # one file per camera (no hourly cut)
     p = live_pipeline(cfg, write_config, max_frames=30)
     assert p.wait(60)
     p.close()
@@ -124,7 +125,8 @@ def test_server_killed_mid_stream_reconnects_while_the_file_camera_goes_on(tmp_p
                         "reconnect": {"initial_s": 0.2, "max_s": 1.0, "give_up_s": 30}},
                        {"id": "yard", "uri": sample_path("vtest.mp4"), "realtime": True}],
            "models": {"det": detector_model(model_path)},
-           "graph": [{"detect": {"model": "det"}}, "annotate"], "outputs": {"dir": str(tmp_path / "out")}}
+           "graph": [{"detect": {"model": "det"}}, "annotate"],
+           "outputs": {"dir": str(tmp_path / "out"), "video": {"segment_s": 0}}}  # one file per camera (no hourly cut)
     p = live_pipeline(cfg, write_config)
     door, yard = p.metrics.camera("door"), p.metrics.camera("yard")
     try:
@@ -173,7 +175,9 @@ def test_a_resolution_change_after_reconnect_starts_a_new_segment(tmp_path, serv
         p.wait(60)
         p.close()
         bigger.kill()
-    first, second = tmp_path / "out" / "door.mp4", tmp_path / "out" / "door.part1.mp4"
+    from pipeline.sinks.segments import segment_files
+
+    (_, first), (_, second) = segment_files(str(tmp_path / "out" / "door.{start}.mp4"))  # a live camera's segments
     import av
 
     with av.open(str(first)) as a, av.open(str(second)) as b:
