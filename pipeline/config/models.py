@@ -172,8 +172,8 @@ class ModelConfig:
         """Fill what the config leaves out from what the ONNX file says (`from_file` keeps
         why, for the start-up line); `layout` and `input_size` are required only where
         the file cannot tell."""
-        from pipeline.modelfile.defaults import file_defaults
-        from pipeline.modelfile.metadata import MetadataError, ModelFileError, read_model_file
+        from pipeline.config.model_defaults import file_defaults
+        from pipeline.config.model_file import MetadataError, ModelFileError, read_model_file
 
         reported = {p.split(":", 1)[0] for p in r.problems}
         required = {k for k in ("layout", "input_size") if getattr(self, k) is None and f"{path}.{k}" not in reported}

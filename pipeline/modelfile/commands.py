@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from pipeline.modelfile.metadata import ModelFileError
+from pipeline.config.model_file import ModelFileError
 
 
 def _errors(lines: list[str]) -> int:

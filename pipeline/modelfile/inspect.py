@@ -16,8 +16,8 @@ import numpy as np
 
 from pipeline.config import ModelConfig
 from pipeline.config.schema import Reader
-from pipeline.modelfile.defaults import FILE_FIELDS, FileDefaults, file_defaults
-from pipeline.modelfile.metadata import ULTRALYTICS_KEYS, ModelFile, read_model_file
+from pipeline.config.model_defaults import FILE_FIELDS, FileDefaults, file_defaults
+from pipeline.config.model_file import ULTRALYTICS_KEYS, ModelFile, read_model_file
 
 
 @dataclass

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.modelfile.defaults import file_defaults, layout_candidates
-from pipeline.modelfile.metadata import MetadataError, ModelFile, Tensor, read_model_file
+from pipeline.config.model_defaults import file_defaults, layout_candidates
+from pipeline.config.model_file import MetadataError, ModelFile, Tensor, read_model_file
 
 
 def described(metadata: dict[str, str], output: tuple = ("batch", 84, 8400),

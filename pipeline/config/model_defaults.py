@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.modelfile.metadata import ModelFile
+from pipeline.config.model_file import ModelFile
 
 # Preprocessing by exporter family and layout kind (Ultralytics: RGB 0..1, letterbox centred
 # on grey 114 for detection, resize and centre crop for classification).
