@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 
-import av
 import numpy as np
 import pytest
 
@@ -19,20 +18,13 @@ FRAMES = 24
 
 @pytest.fixture(scope="module")
 def hevc_clip(tmp_path_factory) -> str:
-    """A real HEVC (libx265) clip of FRAMES moving-gradient frames."""
+    """A real HEVC (libx265) clip of FRAMES frames of a picture moving across."""
+    from synthetic import Mover, render
+
     path = str(tmp_path_factory.mktemp("hevc") / "hevc.mp4")
-    with av.open(path, "w") as out:
-        s = out.add_stream("libx265", rate=25)
-        s.width, s.height, s.pix_fmt = 320, 240, "yuv420p"
-        s.options = {"x265-params": "log-level=error"}
-        ramp = np.add.outer(np.arange(240), np.arange(320)).astype(np.uint8)
-        for i in range(FRAMES):
-            vf = av.VideoFrame.from_ndarray(np.dstack([ramp + 4 * i] * 3), format="bgr24").reformat(format="yuv420p")
-            vf.pts = i
-            for p in s.encode(vf):
-                out.mux(p)
-        for p in s.encode(None):
-            out.mux(p)
+    block = np.full((60, 80, 3), (40, 160, 220), np.uint8)
+    render([Mover(block, (0, 0), (240, 180))], path, FRAMES, (320, 240), 25,
+           codec=("libx265", {"x265-params": "log-level=error"}))
     return path
 
 

@@ -21,15 +21,19 @@ class Mover:
                 round(self.start[1] + t * (self.end[1] - self.start[1])))
 
 
+X264 = ("libx264", {"crf": "16", "preset": "veryfast"})
+
+
 def render(movers: list[Mover], path: str, frames: int = 60, size: tuple[int, int] = (640, 360),
-           fps: int = 15) -> list[list[tuple[int, int, int, int]]]:
-    """Write the clip; returns each frame's ground-truth boxes (x1, y1, x2, y2) per mover."""
+           fps: int = 15, codec: tuple[str, dict[str, str]] = X264) -> list[list[tuple[int, int, int, int]]]:
+    """Write the clip (H.264 unless `codec` names another encoder and its options);
+    returns each frame's ground-truth boxes (x1, y1, x2, y2) per mover."""
     w, h = size
     truth = []
     with av.open(path, "w") as out:
-        s = out.add_stream("libx264", rate=fps)
+        s = out.add_stream(codec[0], rate=fps)
         s.width, s.height, s.pix_fmt = w, h, "yuv420p"
-        s.options = {"crf": "16", "preset": "veryfast"}
+        s.options = codec[1]
         for i in range(frames):
             canvas = np.full((h, w, 3), 96, np.uint8)
             boxes = []
