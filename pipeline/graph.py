@@ -187,7 +187,8 @@ class SideOutputs:
             pipeline.metrics.state_listeners.append(self.events.camera_state)
         self.recent = RecentEvents()
         self.evidence = EventEvidence(out.dir, out.events, self.events, self.recent)
-        self.retention = OutputRetention(out, lambda path: pipeline.sink.files.is_open(path), pipeline.metrics)
+        self.retention = OutputRetention(
+            out, lambda path: pipeline.sink.files.is_open(path) or self.evidence.is_open(path), pipeline.metrics)
         self.preview: Preview | None = None
         self.web: WebServer | None = None
         if out.web is not None:

@@ -143,6 +143,11 @@ class ClipRecorder:
         self._clip.mux(packet)
         self._last_dts = held.dts
 
+    @property
+    def open_file(self) -> str | None:
+        """The clip being written (retention must leave it)."""
+        return self._clip_path if self._clip is not None else None
+
     def close(self) -> None:
         """Finish the clip under way (the camera ended, or its post-event time is over)."""
         self._end_s = 0.0

@@ -210,6 +210,11 @@ class EventEvidence:
         if jpeg is not None and events:
             self.publisher.picture(events[0]["camera"], jpeg)
 
+    def is_open(self, path: str) -> bool:
+        """Whether `path` is a clip still being written."""
+        clips = {r.open_file for r in list(self.recorders.values())}
+        return os.path.abspath(path) in {os.path.abspath(c) for c in clips if c}
+
     def close_camera(self, camera: str) -> None:
         recorder = self.recorders.pop(camera, None)
         if recorder is not None:

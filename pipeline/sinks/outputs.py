@@ -21,12 +21,15 @@ import logging
 import os
 import threading
 from dataclasses import replace
+
 from pipeline.config import OutputsConfig
 from pipeline.frames import Frame, Resume
 from pipeline.metrics.registry import Metrics
 from pipeline.sinks.jsonl import JsonlWriter, frame_record
 from pipeline.sinks.segments import START, CameraSegments, WallSegments, last_stamp
 from pipeline.sinks.video import OnPacket, VideoWriter, segment_path
+
+log = logging.getLogger("pipeline.sink")
 
 LEASES = ".leases"
 
@@ -81,8 +84,6 @@ def next_segment(path: str) -> int:
     while os.path.exists(segment_path(path, n)):
         n += 1
     return n
-
-log = logging.getLogger("pipeline.sink")
 
 
 class CameraOutputs:
@@ -224,7 +225,6 @@ class CameraOutputs:
                     self._fail(cam, "video", e)
             with self._lock:
                 jw = self.jsonl.pop(cam, None)
-                self.video.pop(cam, None)
                 if jw is not None and jw is not self._shared_jsonl:
                     jw.close()
                 if last and self._shared_jsonl is not None:

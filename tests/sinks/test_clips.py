@@ -63,3 +63,20 @@ def test_the_ring_keeps_whole_gops_within_its_byte_budget():
         ring.add(Held(b"x" * 500, i, i, Fraction(1, FPS), keyframe=i % 10 == 0))
     held = ring.from_keyframe()
     assert ring.bytes <= 10_000 + 10 * 500 and held[0].keyframe and held[-1].pts == 199
+
+
+def test_the_clip_being_written_is_open_until_it_is_finished(tmp_path):
+    """Retention asks this: a clip still being written must not be removed under it."""
+    out, stream = encoder(str(tmp_path / "cam.mp4"), gop=FPS)
+    rec = ClipRecorder(str(tmp_path / "events"), pre_s=1.0, post_s=1.0)
+    clip = None
+    for i, vf in frames(20):
+        for packet in stream.encode(vf):
+            rec.packet(packet, stream)
+            out.mux(packet)
+        if i == 12:
+            clip = rec.event("e")
+            assert rec.open_file == clip
+    rec.close()
+    out.close()
+    assert clip and rec.open_file is None
