@@ -24,7 +24,7 @@ import onnxruntime as ort
 from pipeline.config import Config, SourceConfig, entry_stage
 from pipeline.control import CameraControl
 from pipeline.engines.plan import plan_threads
-from pipeline.engines.registry import EngineRegistry, gpu_models, open_sessions
+from pipeline.engines.engine_registry import EngineRegistry, gpu_models, open_sessions
 from pipeline.frames import Resume
 from pipeline.metrics.registry import Metrics, thread_count
 from pipeline.preprocess import Preprocessor
@@ -32,11 +32,11 @@ from pipeline.runtime.ingress import Ingress
 from pipeline.runtime.stage import RunControl, Stage
 from pipeline.runtime.threads import Capacity, ThreadPlan
 from pipeline.sinks.events import EventPublisher
-from pipeline.sinks.evidence import EventEvidence, RecentEvents
+from pipeline.sinks.event_evidence import EventEvidence, RecentEvents
 from pipeline.sinks.preview import Preview
 from pipeline.sinks.retention import OutputRetention
-from pipeline.sinks.stage import SinkStage
-from pipeline.sources.video import VideoSource
+from pipeline.sinks.sink import SinkStage
+from pipeline.sources.camera import VideoSource
 from pipeline.stages import STAGES
 from pipeline.stages.build import BuildContext
 from pipeline.web.server import WebServer

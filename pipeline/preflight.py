@@ -33,7 +33,7 @@ from pipeline.errors import one_line
 from pipeline.metrics.prometheus import unusable_port
 from pipeline.preprocess import Preprocessor
 from pipeline.runtime.threads import plan_cores
-from pipeline.sinks.video import encoder_problem
+from pipeline.sinks.encoder import encoder_problem
 from pipeline.sources.connection import probe
 
 

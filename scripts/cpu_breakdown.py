@@ -22,7 +22,7 @@ import pipeline.bench.baseline as baseline
 import pipeline.decoders.layouts as layouts
 import pipeline.engines.engine as engine
 import pipeline.preprocess as preprocess
-import pipeline.sinks.video as video
+import pipeline.sinks.encoder as video
 import pipeline.stages.annotate as annotate
 from pipeline.bench.runner import run_pipeline, with_cameras, without_classifier
 from pipeline.config import load_config

@@ -28,7 +28,7 @@ from pipeline.frames import ClassNames, Frame
 from pipeline.metrics.histogram import Histogram
 from pipeline.metrics.registry import thread_count
 from pipeline.preprocess import Preprocessor
-from pipeline.sinks.video import VideoWriter
+from pipeline.sinks.encoder import VideoWriter
 from pipeline.stages.annotate import draw_detections
 from pipeline.stages.crops import CropPolicy
 

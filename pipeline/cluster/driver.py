@@ -26,7 +26,7 @@ from pipeline.config import Config, SourceConfig, is_url
 from pipeline.frames import Resume
 from pipeline.metrics.histogram import Histogram
 from pipeline.metrics.registry import CameraState
-from pipeline.sinks.outputs import Lease
+from pipeline.sinks.camera_files import Lease
 
 log = logging.getLogger("pipeline.cluster")
 

@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 
 from pipeline.frames import ClassNames, Detections, Frame
-from pipeline.sinks.evidence import Snapshots
+from pipeline.sinks.event_evidence import Snapshots
 
 
 def event_frame(seq: int) -> Frame:

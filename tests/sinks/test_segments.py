@@ -16,7 +16,7 @@ from conftest import read_jsonl
 from pipeline.config import ConfigError, parse_config
 from pipeline.frames import Frame
 from pipeline.metrics.registry import Metrics
-from pipeline.sinks.outputs import CameraOutputs
+from pipeline.sinks.camera_files import CameraOutputs
 from pipeline.sinks.retention import Retention
 from pipeline.sinks.segments import SegmentClock, segment_files, stamp
 

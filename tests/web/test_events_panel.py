@@ -19,7 +19,7 @@ import pytest
 from pipeline.config.outputs import WebConfig
 from pipeline.frames import ClassNames, Detections, Frame
 from pipeline.metrics.registry import CameraState, Metrics
-from pipeline.sinks.evidence import RecentEvents, Snapshots
+from pipeline.sinks.event_evidence import RecentEvents, Snapshots
 from pipeline.sinks.preview import Preview
 from pipeline.stages.annotate import draw_detections
 from pipeline.web.server import WebServer

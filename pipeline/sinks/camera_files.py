@@ -27,7 +27,7 @@ from pipeline.frames import Frame, Resume
 from pipeline.metrics.registry import Metrics
 from pipeline.sinks.jsonl import JsonlWriter, frame_record
 from pipeline.sinks.segments import START, CameraSegments, WallSegments, last_stamp
-from pipeline.sinks.video import OnPacket, VideoWriter, segment_path
+from pipeline.sinks.encoder import OnPacket, VideoWriter, segment_path
 
 log = logging.getLogger("pipeline.sink")
 
