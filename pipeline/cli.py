@@ -36,25 +36,30 @@ def _quit_on_signal(signum: int, _frame) -> None:
     os._exit(INTERRUPTED)
 
 
-def _problems(problems: list[str]) -> int:
+def _problems(problems: list[str], status: int = BAD_INPUT) -> int:
     from pipeline.redact import redact
 
     for p in problems:
         print(f"error: {redact(p)}", file=sys.stderr)
-    return BAD_INPUT
+    return status
+
+
+def _failed(e) -> int:
+    """A `PipelineError`: its lines, its exit status."""
+    return _problems(e.problems, e.exit_status)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Everything `run` checks before starting, plus one frame of every file camera and
     the metrics port; nothing is written."""
-    from pipeline.config import ConfigError
+    from pipeline.errors import PipelineError
     from pipeline.preflight import check
     from pipeline.redact import register_config
 
     try:
         checked = check(args.config, for_run=False)
-    except ConfigError as e:
-        return _problems(e.problems)
+    except PipelineError as e:
+        return _failed(e)
     register_config(checked.config)
     if checked.problems:
         return _problems(checked.problems)
@@ -78,9 +83,7 @@ def _run_problems(args: argparse.Namespace) -> list[str]:
 def cmd_run(args: argparse.Namespace) -> int:
     """Check everything, hold the output folder, build the graph (one process, or hosts on
     a Ray cluster) and run it in the one run loop."""
-    from pipeline.config import ConfigError
-    from pipeline.engines.session import ModelError
-    from pipeline.errors import StartupError
+    from pipeline.errors import PipelineError
     from pipeline.preflight import check
     from pipeline.redact import register_config
     from pipeline.runloop import OutputLock, RunOptions, run
@@ -100,10 +103,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                              prometheus_port=None if args.cluster else config.metrics.prometheus_port)
         with OutputLock(config.outputs.dir):
             return run(_runner(args, config, checked), options)
-    except ConfigError as e:
-        return _problems(e.problems)
-    except (ModelError, StartupError) as e:
-        return _problems([str(e)])
+    except PipelineError as e:
+        return _failed(e)
 
 
 def _runner(args: argparse.Namespace, config, checked):
@@ -123,7 +124,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     import yaml
 
     from pipeline.cluster.ray_run import cluster_command
-    from pipeline.errors import StartupError
+    from pipeline.errors import PipelineError
 
     if args.action == "add":
         if not args.source:
@@ -138,8 +139,8 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         return _problems(["remove: which camera? pipeline cluster remove CAMERA"])
     try:
         return cluster_command(args)
-    except StartupError as e:  # no Ray cluster to reach
-        return _problems([str(e)])
+    except PipelineError as e:  # no Ray cluster to reach
+        return _failed(e)
 
 
 def cmd_models(args: argparse.Namespace) -> int:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Callable
 
 from pipeline.catalog import derive
+from pipeline.errors import FAILED, PipelineError
 
 log = logging.getLogger("pipeline.catalog")
 
@@ -132,8 +133,11 @@ VARIANTS = (
 SAMPLES = ("vtest.mp4", "bikes.mp4")
 
 
-class FetchError(Exception):
-    pass
+class FetchError(PipelineError):
+    """A catalogued file that could not be had (no mirror holds it, a download or a
+    checksum failed); `models fetch` exits 1 after trying the others."""
+
+    exit_status = FAILED
 
 
 def sha256_of(path: Path) -> str:

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 from pipeline.cluster.driver import ClusterDriver, HostGone, HostState
 from pipeline.cluster.host import PipelineHost
-from pipeline.config import Config, ConfigError, SourceConfig
+from pipeline.config import Config, SourceConfig
 from pipeline.control import CameraControl
-from pipeline.errors import CameraInUse, StartupError, UnknownCamera
+from pipeline.errors import PipelineError, StartupError
 from pipeline.redact import redact, redact_data
 
 log = logging.getLogger("pipeline.cluster")
@@ -199,9 +199,9 @@ class ClusterRun:
                     self.control.add(request["source"], "--source")
                 else:
                     self.control.remove(request["camera"])
-            except ConfigError as e:
+            except PipelineError as e:
                 refused = "; ".join(e.problems)
-            except (CameraInUse, UnknownCamera, ValueError, RuntimeError) as e:
+            except (ValueError, RuntimeError) as e:
                 refused = str(e)
             if refused:
                 log.error("cluster %s: %s", request["op"], redact(refused))

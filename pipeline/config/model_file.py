@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from pipeline.errors import one_line
+from pipeline.errors import PipelineError, one_line
 
 Dim = Union[int, str]  # a fixed size, or the name of a dynamic axis
 MAX_LITERAL_CHARS = 1 << 20  # a class list of 100,000 names still fits; a parser bomb does not
@@ -20,7 +20,7 @@ ULTRALYTICS_KEYS = ("names", "imgsz", "stride", "task", "batch", "author", "desc
                     "license", "docs")
 
 
-class ModelFileError(Exception):
+class ModelFileError(PipelineError):
     """An ONNX file that cannot be read; the message is one line naming it."""
 
 

@@ -18,18 +18,18 @@ from dataclasses import MISSING, field, fields
 from pathlib import Path
 from typing import Any, Callable, Literal, Union, get_args, get_origin
 
+from pipeline.errors import PipelineError
 from pipeline.redact import redact, secret_key
 
 Check = Callable[[Any], "str | None"]
 ReadHook = Callable[["Reader", Any, str], Any]
 
 
-class ConfigError(Exception):
+class ConfigError(PipelineError):
     """All problems of one config, each 'yaml.path: message'."""
 
     def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("\n".join(problems))
+        super().__init__(*problems)
 
 
 class _Invalid:

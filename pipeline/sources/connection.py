@@ -19,16 +19,19 @@ from typing import Callable, Iterator, Mapping
 import av
 
 from pipeline.config import SourceConfig
-from pipeline.errors import one_line
+from pipeline.errors import FAILED, PipelineError, one_line
 from pipeline.redact import redact
 
 log = logging.getLogger("pipeline.source")
 
 
-class SourceError(Exception):
+class SourceError(PipelineError):
     """The camera cannot be read; the message says why in one line. It names the camera's
     URL (or FFmpeg's error does), so it is redacted here, once for every place that
-    shows it (logs, camera states, the summary, events)."""
+    shows it (logs, camera states, the summary, events). It fails that camera, never
+    the run."""
+
+    exit_status = FAILED
 
     def __init__(self, message: str):
         super().__init__(redact(message))
