@@ -114,6 +114,24 @@ def test_cli_validate_exits_2_and_prints_every_problem(write_config, model_path,
     assert "outputs.video.crf: must be within 0..63" in r.stderr
 
 
+def test_a_cuda_graph_config_that_contradicts_itself_is_refused_on_a_machine_without_a_gpu(
+        write_config, model_path, sample_path, pipeline_cmd):
+    """The YAML a laptop validates is the one a GPU server runs: what contradicts a CUDA
+    graph by itself is refused everywhere, each option named."""
+    data = base(model_path, sample_path)
+    data["models"]["det"]["engine"] = {"providers": ["cuda"], "cuda_graph": True, "io_binding": False,
+                                       "mode": "async", "workers": 2}
+    r = subprocess.run([*pipeline_cmd, "validate", "--config", write_config(data)], capture_output=True, text=True,
+                       cwd=ROOT)
+    assert r.returncode == 2, r.stderr
+    for line in ("models.det.engine.io_binding: cuda_graph: true needs io_binding: true",
+                 "models.det.engine.mode: cuda_graph: true needs mode: thread",
+                 "models.det.engine.workers: cuda_graph: true needs workers: 1"):
+        assert f"error: {line}" in r.stderr
+    data["models"]["det"]["engine"] = {"providers": ["cuda"], "cuda_graph": True}
+    load_config(write_config(data))  # consistent: it runs (on a CPU, without graphs)
+
+
 def test_the_shipped_configs_validate():
     for path in sorted((ROOT / "configs").glob("*.yaml")):
         try:

@@ -110,6 +110,21 @@ class EngineConfig:
     trt_fp16: bool = option(True, doc="TensorRT: allow FP16")
     trt_cache_dir: str | None = option(None, read=read_path, doc="TensorRT engine cache folder")
 
+    def finish(self, r: Reader, path: str) -> None:
+        """A captured CUDA graph replays fixed buffer addresses on the thread that captured
+        it. What contradicts that in the config itself is refused on every machine (the
+        YAML that a laptop validates is the one a GPU server runs); the planned worker
+        count, known only on the device, is checked there (`engines.plan`)."""
+        if not self.cuda_graph:
+            return
+        wrong = [("io_binding", "needs io_binding: true")] if not self.io_binding else []
+        if self.mode == "async":
+            wrong.append(("mode", "needs mode: thread (or auto), not async"))
+        if self.workers is not None and self.workers != 1:
+            wrong.append(("workers", f"needs workers: 1 (one capturing thread per session), got {self.workers}"))
+        for key, why in wrong:
+            r.problem(f"{path}.{key}", f"cuda_graph: true {why}")
+
 
 @dataclass(kw_only=True)
 class ModelConfig:
