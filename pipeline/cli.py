@@ -54,7 +54,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     the metrics port; nothing is written."""
     from pipeline.errors import PipelineError
     from pipeline.preflight import check
-    from pipeline.redact import register_config
+    from pipeline.config.secrets import register_config
 
     try:
         checked = check(args.config, for_run=False)
@@ -83,9 +83,9 @@ def _run_problems(args: argparse.Namespace) -> list[str]:
 def cmd_run(args: argparse.Namespace) -> int:
     """Check everything, hold the output folder, build the graph (one process, or hosts on
     a Ray cluster) and run it in the one run loop."""
+    from pipeline.config.secrets import register_config
     from pipeline.errors import PipelineError
     from pipeline.preflight import check
-    from pipeline.redact import register_config
     from pipeline.runloop import OutputLock, RunOptions, run
 
     problems = _run_problems(args)
@@ -93,7 +93,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _problems(problems)
     cameras = [c for c in args.cameras.split(",") if c] if args.cameras is not None else None
     try:
-        checked = check(args.config, args.output, args.report, cameras, for_run=True, cluster=bool(args.cluster))
+        if args.cluster:
+            from pipeline.cluster.checks import check_for_cluster
+
+            checked = check_for_cluster(args.config, args.output, args.report, cameras)
+        else:
+            checked = check(args.config, args.output, args.report, cameras, for_run=True)
         register_config(checked.config)
         if checked.problems:
             return _problems(checked.problems)
@@ -112,12 +117,11 @@ def _runner(args: argparse.Namespace, config, checked):
     if args.cluster:
         from pipeline.cluster.ray_run import ClusterOptions, ClusterRun
 
-        checked.close()  # the hosts open their own sessions
         return ClusterRun(config, ClusterOptions(args.cluster, args.hosts, args.cpus_per_host, args.max_frames,
                                                  args.host_timeout or 5.0))
     from pipeline.graph import Pipeline
 
-    return Pipeline(config, max_frames=args.max_frames, sessions=checked.sessions)
+    return Pipeline(config, max_frames=args.max_frames, models=checked.models)
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
@@ -161,7 +165,9 @@ def cmd_models(args: argparse.Namespace) -> int:
             built = f"; variants built by fetch: {', '.join(variants)}" if variants else ""
             print(f"{'':<22}source: {e.source}{built}")
         return 0
-    fetcher = catalog.Fetcher(dest=dest)
+    from pipeline.modelfile import variants
+
+    fetcher = catalog.Fetcher(dest=dest, build_variant=variants.build)
     if args.no_mirror:
         fetcher.mirrors = []
     fetcher.mirrors = [Path(m) for m in args.mirror or []] + fetcher.mirrors

@@ -12,8 +12,8 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from pipeline.config import Config, ConfigError, SourceConfig, output_path_problems, parse_source
+from pipeline.config.secrets import register_source
 from pipeline.errors import CameraInUse, UnknownCamera
-from pipeline.redact import register_source
 
 
 class Runs(Protocol):

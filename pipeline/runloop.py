@@ -24,7 +24,8 @@ from typing import Protocol
 
 from pipeline.errors import DONE, FAILED, INTERRUPTED, StartupError
 from pipeline.metrics.report import progress_line, summary_table
-from pipeline.redact import redact, redact_data
+from pipeline.metrics.snapshot import Snapshot
+from pipeline.redact import redact
 
 log = logging.getLogger("pipeline")
 
@@ -42,7 +43,7 @@ class Runner(Protocol):
 
     def close(self, timeout: float = 30.0) -> None: ...
 
-    def snapshot(self) -> dict: ...
+    def snapshot(self) -> Snapshot: ...
 
     @property
     def outputs_failed(self) -> dict[str, str]: ...
@@ -56,17 +57,12 @@ class RunOptions:
     prometheus_port: int | None = None   # serve the snapshot as Prometheus metrics while running
 
 
-def events_lost(snap: dict) -> int:
-    """Events that never reached their destination (dropped, or still waiting at the end)."""
-    return sum(d.get("dropped", 0) + d.get("waiting", 0) for d in (snap.get("events") or {}).values())
-
-
-def exit_status(snap: dict, outputs_failed: dict[str, str], interrupted: bool) -> int:
+def exit_status(snap: Snapshot, outputs_failed: dict[str, str], interrupted: bool) -> int:
     """The run's exit status (see the module's docstring): the one place it is decided."""
     if interrupted:
         return INTERRUPTED
-    cams = snap["cameras"].values()
-    if outputs_failed or events_lost(snap) or (cams and all(c["state"] == "failed" for c in cams)):
+    cams = snap.cameras.values()
+    if outputs_failed or snap.events_lost or (cams and all(c.state == "failed" for c in cams)):
         return FAILED
     return DONE
 
@@ -143,7 +139,7 @@ def watch(runner: Runner, options: RunOptions) -> None:
     last_log = time.monotonic()
     try:
         while not runner.wait(0.5):
-            snap = redact_data(runner.snapshot())
+            snap = runner.snapshot().redacted()
             if options.progress:
                 print("\r\x1b[2K" + progress_line(snap)[:200], end="", file=sys.stderr, flush=True)
             elif time.monotonic() - last_log >= options.log_interval_s:
@@ -154,10 +150,10 @@ def watch(runner: Runner, options: RunOptions) -> None:
             print(file=sys.stderr)
 
 
-def write_report(path: str, snap: dict) -> None:
+def write_report(path: str, snap: Snapshot) -> None:
     try:
         with open(path, "w") as f:
-            json.dump(snap, f, indent=2)
+            json.dump(snap.to_dict(), f, indent=2)
         log.info("report written to %s", redact(path))
     except OSError as e:
         log.error("metrics.report: could not write %s: %s", redact(path), e.strerror or e)
@@ -184,7 +180,7 @@ def run(runner: Runner, options: RunOptions) -> int:
             runner.close(timeout=5.0 if signals.count > 1 else 30.0)
     if exporter is not None:
         exporter.close()
-    snap = redact_data(runner.snapshot())
+    snap = runner.snapshot().redacted()
     print(summary_table(snap))
     if options.report:
         write_report(options.report, snap)

@@ -133,7 +133,7 @@ def frame_count(path: str) -> int:
 os.environ.setdefault("PYTHONPATH", str(ROOT))
 
 
-def run_pipeline(config: dict, write_config, output_dir: str, max_frames: int | None = None) -> dict:
+def run_pipeline(config: dict, write_config, output_dir: str, max_frames: int | None = None):
     """Run a config in-process to the end and return the final metrics snapshot."""
     from pipeline.config import load_config
     from pipeline.graph import Pipeline
@@ -145,9 +145,7 @@ def run_pipeline(config: dict, write_config, output_dir: str, max_frames: int | 
         assert p.wait(300), "pipeline did not finish"
     finally:
         p.close()
-    snap = p.snapshot()
-    snap["plan"] = p.plan
-    return snap
+    return p.snapshot()
 
 
 def still_clip(image_bgr: np.ndarray, path: str, frames: int = 3, fps: int = 5) -> str:

@@ -73,7 +73,7 @@ def _layout_by_inspection(path: str, problems: list[str]) -> tuple[object, list[
 
 
 def _show(o, path: str, threads: int) -> None:
-    from pipeline.bench.runner import cpu_name
+    from pipeline.runtime.threads import cpu_name
 
     frames = (f"on {o.held_out_frames} held-out frames ({o.calibration_frames} other frames calibrated)"
               if o.calibration_frames else f"on {o.held_out_frames} frames")

@@ -44,7 +44,7 @@ def load_picture(path: str | None) -> tuple[np.ndarray, str]:
     """A BGR picture from an image or the first frame of a video; by default the first
     frame of the sample clip, else the built-in test card."""
     from pipeline.catalog import SAMPLES_DIR
-    from pipeline.preflight import test_card
+    from pipeline.engines.model_check import test_card
 
     if path is None:
         sample = SAMPLES_DIR / "vtest.mp4"
@@ -106,8 +106,8 @@ def _try(path: str, layout: str, picture: np.ndarray) -> tuple[ModelConfig, Read
     """The model read with `layout` (everything else from the file), run on the picture
     through the start-up checks."""
     from pipeline.decoders.layouts import DetectionDecoder, classify
+    from pipeline.engines.model_check import model_problems
     from pipeline.engines.session import ModelError, create_session
-    from pipeline.preflight import model_problems
     from pipeline.preprocess import Preprocessor
 
     r = Reader(Path(path).parent)

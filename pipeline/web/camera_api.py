@@ -22,7 +22,7 @@ from pipeline.errors import CameraInUse, UnknownCamera, one_line
 from pipeline.redact import redact
 
 if TYPE_CHECKING:
-    from pipeline.web.handler import Handler
+    from pipeline.web.request import Request
 
 log = logging.getLogger("pipeline.web")
 
@@ -104,7 +104,7 @@ def remove(control: CameraControl, camera: str) -> Answer:
     return answer_json(202, {"removing": camera})
 
 
-def post(handler: Handler, path: str) -> None:
+def post(handler: Request, path: str) -> None:
     if path != PREFIX:
         handler.send(404, b"not found\n")
         return
@@ -114,7 +114,7 @@ def post(handler: Handler, path: str) -> None:
         reply(handler, add(control, body, handler.headers.get("Content-Type", "")))
 
 
-def delete(handler: Handler, path: str) -> None:
+def delete(handler: Request, path: str) -> None:
     camera = urllib.parse.unquote(path[len(PREFIX) + 1:])
     if not path.startswith(PREFIX + "/") or not camera:
         handler.send(404, b"not found\n")
@@ -124,7 +124,7 @@ def delete(handler: Handler, path: str) -> None:
         reply(handler, remove(control, camera))
 
 
-def controlling(handler: Handler) -> CameraControl | None:
+def controlling(handler: Request) -> CameraControl | None:
     """The run's camera control; None (answered 403) when `outputs.web.control` is off:
     the path exists (GET lists the cameras), changing the cameras is what is refused."""
     if handler.app.control is None:
@@ -132,7 +132,7 @@ def controlling(handler: Handler) -> CameraControl | None:
     return handler.app.control
 
 
-def read_body(handler: Handler) -> bytes | None:
+def read_body(handler: Request) -> bytes | None:
     """The request's body, at most `MAX_BODY` bytes (None: answered 411 or 413)."""
     try:
         length = int(handler.headers.get("Content-Length", ""))
@@ -148,5 +148,5 @@ def read_body(handler: Handler) -> bytes | None:
     return handler.rfile.read(length)
 
 
-def reply(handler: Handler, answer: Answer) -> None:
+def reply(handler: Request, answer: Answer) -> None:
     handler.send(answer.status, answer.body, answer.content_type)

@@ -13,8 +13,6 @@ import logging
 import urllib.parse
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 from prometheus_client import generate_latest
 
 from pipeline.errors import one_line
@@ -22,9 +20,7 @@ from pipeline.redact import redact_data
 from pipeline.sinks.preview import Picture
 from pipeline.web import camera_api, evidence
 from pipeline.web.auth import authorised, is_token, set_cookie
-
-if TYPE_CHECKING:
-    from pipeline.web.server import WebServer
+from pipeline.web.request import App
 
 log = logging.getLogger("pipeline.web")
 
@@ -43,7 +39,7 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     @property
-    def app(self) -> WebServer:
+    def app(self) -> App:
         return self.server.app  # type: ignore[attr-defined]
 
     def setup(self) -> None:

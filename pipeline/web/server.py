@@ -15,6 +15,7 @@ forgotten sockets exhaust the threads.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import ipaddress
 import logging
 import socket
@@ -31,6 +32,7 @@ from pipeline.control import CameraControl
 from pipeline.errors import StartupError, one_line
 from pipeline.metrics.histogram import Histogram
 from pipeline.metrics.prometheus import SnapshotCollector, unusable_port
+from pipeline.metrics.snapshot import Latency, Snapshot
 from pipeline.sinks.preview import Picture, Preview
 from pipeline.web.handler import Handler
 
@@ -124,7 +126,7 @@ class WebServer:
     BACKLOG = 128  # connections the kernel holds before they are accepted
     STILL_WAIT_S = 2.0  # the first still of a camera nobody watched waits this long for a fresh picture
 
-    def __init__(self, config: WebConfig, snapshot: Callable[[], dict], preview: Preview,
+    def __init__(self, config: WebConfig, snapshot: Callable[[], Snapshot], preview: Preview,
                  cameras: Callable[[], Collection[str]] | None = None, *,
                  events: Callable[[int, int], list[dict]] | None = None, evidence_dir: str | None = None,
                  control: CameraControl | None = None):
@@ -136,7 +138,7 @@ class WebServer:
         self.config = config
         self.snapshot = snapshot
         self.preview = preview
-        self.cameras = cameras or (lambda: snapshot()["cameras"])
+        self.cameras = cameras or (lambda: snapshot().cameras)
         self.events = events
         self.evidence_dir = evidence_dir
         self.control = control
@@ -146,7 +148,7 @@ class WebServer:
         self._viewers_lock = threading.Lock()
         self.closing = threading.Event()
         self.registry = CollectorRegistry()
-        self.registry.register(SnapshotCollector(self.api_snapshot))  # type: ignore[arg-type]
+        self.registry.register(SnapshotCollector(snapshot))  # type: ignore[arg-type]
         try:
             self._httpd = Listener((config.host, config.port), self)
         except OSError as e:
@@ -170,11 +172,11 @@ class WebServer:
         self._httpd.server_close()
 
     def api_snapshot(self) -> dict:
-        snap = self.snapshot()
-        snap["live_view"] = {"viewers": self.viewers, "encoded": self.preview.encoded, "fps": self.config.fps,
-                             "refused": self._httpd.refused,
-                             "latency": {cam: h.summary_ms() for cam, h in list(self.view_latency.items())}}
-        return snap
+        """`/api/cameras`: the run's snapshot and the live view's own figures."""
+        latency = {cam: dataclasses.asdict(Latency.of(h)) for cam, h in list(self.view_latency.items())}
+        return {**self.snapshot().to_dict(),
+                "live_view": {"viewers": self.viewers, "encoded": self.preview.encoded, "fps": self.config.fps,
+                              "refused": self._httpd.refused, "latency": latency}}
 
     @contextlib.contextmanager
     def watching(self, camera: str) -> Iterator[None]:

@@ -143,7 +143,7 @@ def test_an_nms_inside_export_gives_the_unfused_models_boxes_with_io_binding(tmp
         cfg = {"sources": [{"id": "cam", "uri": short_clips["vtest"]}], "models": {"det": model},
                "graph": [{"detect": {"model": "det"}}], "outputs": {"video": {"enabled": False}}}
         snap = run_pipeline(cfg, write_config, str(tmp_path / name))
-        assert snap["cameras"]["cam"]["errors"] == 0
+        assert snap.cameras["cam"].errors == 0
         runs[name] = read_jsonl(str(tmp_path / name / "detections.jsonl"))
     sizes = {len(r["detections"]) for r in runs["fused"]}
     assert len(sizes) > 1  # the output shape really changed between frames

@@ -36,9 +36,9 @@ def test_counters_create_their_camera_on_first_use():
     m.drop("other", "queue_full")
     m.error("third")
     snap = m.snapshot()
-    assert snap["cameras"]["new"]["frames_in"] == 1
-    assert snap["cameras"]["other"]["dropped"] == {"queue_full": 1}
-    assert snap["cameras"]["third"]["errors"] == 1
+    assert snap.cameras["new"].frames_in == 1
+    assert snap.cameras["other"].dropped == {"queue_full": 1}
+    assert snap.cameras["third"].errors == 1
 
 
 def scrape(port: int) -> dict[str, float]:
@@ -74,18 +74,18 @@ def test_prometheus_endpoint_serves_the_report_numbers(tmp_path, sample_path, mo
     finally:
         exporter.close()
     report = p.snapshot()
-    cam = report["cameras"]["street"]
-    assert after['pipeline_camera_frames_processed_total{camera="street"}'] == cam["processed"] == 40
-    assert after['pipeline_camera_frames_in_total{camera="street"}'] == cam["frames_in"]
-    assert after['pipeline_engine_batches_total{model="det"}'] == report["engines"]["det"]["batches"]
+    cam = report.cameras["street"]
+    assert after['pipeline_camera_frames_processed_total{camera="street"}'] == cam.processed == 40
+    assert after['pipeline_camera_frames_in_total{camera="street"}'] == cam.frames_in
+    assert after['pipeline_engine_batches_total{model="det"}'] == report.engines["det"].batches
     assert after['pipeline_engine_items_total{model="det"}'] == 40
     assert after['pipeline_camera_latency_seconds{camera="street",quantile="0.99"}'] == pytest.approx(
-        cam["latency"]["p99_ms"] / 1000)
+        cam.latency.p99_ms / 1000)
     assert after['pipeline_camera_state{camera="street",state="ended"}'] == 1
-    reached = report["reached_after"]  # latency builds up along the graph, and is reported per boundary
-    assert reached["capture"]["p50_ms"] <= reached["detect"]["p50_ms"] <= reached["sink"]["p99_ms"]
+    reached = report.reached_after  # latency builds up along the graph, and is reported per boundary
+    assert reached["capture"].p50_ms <= reached["detect"].p50_ms <= reached["sink"].p99_ms
     assert after['pipeline_stage_reached_seconds{quantile="0.99",stage="sink"}'] == pytest.approx(
-        reached["sink"]["p99_ms"] / 1000)
+        reached["sink"].p99_ms / 1000)
 
 
 def test_run_time_ends_when_the_last_cameras_outputs_are_final():
@@ -97,10 +97,10 @@ def test_run_time_ends_when_the_last_cameras_outputs_are_final():
     m.outputs_closed("a")
     first = m.snapshot()
     time.sleep(0.05)
-    assert m.snapshot()["elapsed_s"] == first["elapsed_s"]
+    assert m.snapshot().elapsed_s == first.elapsed_s
     m.outputs_opened("b")
     time.sleep(0.05)
-    assert m.snapshot()["elapsed_s"] > first["elapsed_s"]
+    assert m.snapshot().elapsed_s > first.elapsed_s
 
 
 def test_camera_states_are_text_and_their_detail_is_redacted():
@@ -110,6 +110,6 @@ def test_camera_states_are_text_and_their_detail_is_redacted():
     seen = []
     m.state_listeners.append(lambda cam, state, detail: seen.append((state, detail)))
     m.camera_state("a", CameraState.FAILED, "rtsp://admin:S3cretPass@10.0.0.7/stream: refused")
-    snap = m.snapshot()["cameras"]["a"]
-    assert snap["state"] == "failed" and type(snap["state"]) is str
-    assert "S3cretPass" not in snap["detail"] and "S3cretPass" not in seen[0][1] and seen[0][0] == "failed"
+    snap = m.snapshot().cameras["a"]
+    assert snap.state == "failed" and type(snap.state) is str
+    assert "S3cretPass" not in snap.detail and "S3cretPass" not in seen[0][1] and seen[0][0] == "failed"

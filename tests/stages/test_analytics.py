@@ -11,7 +11,7 @@ from pipeline.config.stages import AnalyticsSpec, LineSpec
 from pipeline.frames import ClassNames, Detections, EndOfStream, Frame
 from pipeline.metrics.registry import Metrics
 from pipeline.stages.analytics import AnalyticsStage, Line
-from pipeline.stages.annotate import draw_analytics
+from pipeline.drawing import draw_analytics
 
 NAMES = ClassNames(["person", "car"])
 

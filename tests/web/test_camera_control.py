@@ -57,7 +57,7 @@ def test_a_camera_added_and_removed_over_http(controlled, sample_path):
     assert (status, json.loads(answer)) == (201, {"added": "dock"})
     assert "dock" in p.cameras()
     assert until(lambda: "dock" in json.loads(get(base + "/api/cameras", AUTH)[1])["cameras"])
-    assert until(lambda: p.snapshot()["cameras"]["dock"]["processed"] > 0)
+    assert until(lambda: p.snapshot().cameras["dock"].processed > 0)
     status, answer, _ = get(base + "/api/cameras/dock", AUTH, "DELETE")
     assert (status, json.loads(answer)) == (202, {"removing": "dock"})
     assert until(lambda: "dock" not in p.cameras())

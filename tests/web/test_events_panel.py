@@ -21,7 +21,7 @@ from pipeline.frames import ClassNames, Detections, Frame
 from pipeline.metrics.registry import CameraState, Metrics
 from pipeline.sinks.event_evidence import RecentEvents, Snapshots
 from pipeline.sinks.preview import Preview
-from pipeline.stages.annotate import draw_detections
+from pipeline.drawing import draw_detections
 from pipeline.web.server import WebServer
 from web_support import browser, get, live_config, raw, running  # noqa: F401  (a fixture)
 
