@@ -35,7 +35,7 @@ def test_a_paced_files_frames_are_stamped_at_their_due_time_never_earlier(short_
     source.join(30)
     frames = [(f, t) for f, t in got if isinstance(f, Frame)]
     assert len(frames) == 12 and isinstance(got[-1][0], EndOfStream)
-    start = source.timeline.started
+    start = source.framing.timeline.started
     for f, handed_over in frames:
         due = start + f.pts_seconds - frames[0][0].pts_seconds
         assert f.t_capture == pytest.approx(due, abs=1e-6)  # the due time, not the (earlier) decode time
