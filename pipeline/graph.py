@@ -70,7 +70,7 @@ class Pipeline:
         assert entry is not None, "read_graph refuses a graph that does not start with its entry stage"
         # Little's law: the batches in flight keep the detector busy; file frames waiting
         # besides need only fill its next batch. More only adds latency.
-        self.ingress = Ingress(f"{entry.stage_name}.lanes", self.engines(entry.model).policy.target,
+        self.ingress = Ingress(f"{entry.stage_name}.lanes", self.engines.policy(entry.model).target,
                                on_drop=lambda item, why: self.metrics.drop(item.camera, why))
         self.metrics.queues[self.ingress.name] = self.ingress
         ctx = BuildContext(cfg, self.metrics, self.control, self.engines, self.ingress)

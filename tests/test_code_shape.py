@@ -132,6 +132,13 @@ def test_no_module_imports_itself_through_others():
     assert not circles, circles
 
 
+def test_stages_see_engines_only_through_their_protocol():
+    """A fake engine stands in for a model in the stages' tests: they name no concrete engine."""
+    seen = {b for a, bs in imports().items() if a.startswith("pipeline.stages") for b in bs
+            if b.startswith("pipeline.engines")}
+    assert seen <= {"pipeline.engines.protocol", "pipeline.engines.batching"}, seen
+
+
 def test_a_run_opens_model_sessions_in_one_place():
     """One call creates a run's sessions (`engines.model_check.open_model`): checked once, handed on."""
     sites = []

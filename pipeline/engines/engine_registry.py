@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from pipeline.config import Config
+from pipeline.engines.batching import BatchPolicy
 from pipeline.engines.engine import Engine, describe, describe_costs
 from pipeline.engines.model_check import OpenModel
 from pipeline.engines.plan import ThreadPlan
@@ -47,6 +48,9 @@ class EngineRegistry:
             log.info(describe(engine))
             log.info(describe_costs(engine))
         return self.engines[name]
+
+    def policy(self, name: str) -> BatchPolicy:
+        return self(name).policy
 
     def __getitem__(self, name: str) -> Engine:
         return self.engines[name]

@@ -49,9 +49,8 @@ class ClassifyStage(InferenceStage):
 
     @classmethod
     def from_spec(cls, spec: ClassifySpec, ctx: BuildContext) -> "ClassifyStage":
-        engine = ctx.engine(spec.model)
-        return cls(spec, ctx.config.models[spec.model], engine, engine.policy, ctx.detector_names, ctx.metrics,
-                   ctx.control, ctx.queue_size)
+        return cls(spec, ctx.config.models[spec.model], ctx.engines(spec.model), ctx.engines.policy(spec.model),
+                   ctx.detector_names, ctx.metrics, ctx.control, ctx.queue_size)
 
     def accept(self, item: Item) -> None:
         self.input.put(item)

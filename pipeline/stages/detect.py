@@ -40,9 +40,8 @@ class DetectStage(InferenceStage):
     @classmethod
     def from_spec(cls, spec: DetectSpec, ctx: BuildContext) -> "DetectStage":
         assert ctx.ingress is not None
-        engine = ctx.engine(spec.model)
-        return cls(spec.stage_name, ctx.config.models[spec.model], engine, engine.policy, ctx.metrics, ctx.control,
-                   ctx.ingress)
+        return cls(spec.stage_name, ctx.config.models[spec.model], ctx.engines(spec.model),
+                   ctx.engines.policy(spec.model), ctx.metrics, ctx.control, ctx.ingress)
 
     def accept(self, item: Item) -> None:
         self.ingress.put(item)
