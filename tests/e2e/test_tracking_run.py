@@ -80,9 +80,9 @@ def test_classifying_once_per_track_saves_most_calls(tmp_path, model_path, sampl
                "outputs": {"video": {"enabled": False}}}
         snap = run_pipeline(cfg, write_config, str(tmp_path / mode))
         runs[mode] = (snap, read_jsonl(str(tmp_path / mode / "detections.jsonl")))
-    every, per_track = runs["every frame"][0]["engines"]["cls"], runs["per track"][0]["engines"]["cls"]
-    assert every["items"] >= 5 * per_track["items"], (every["items"], per_track["items"])
-    assert runs["per track"][0]["stages"]["cls"]["calls_saved"] > 0
+    every, per_track = runs["every frame"][0].engines["cls"], runs["per track"][0].engines["cls"]
+    assert every.items >= 5 * per_track.items, (every.items, per_track.items)
+    assert runs["per track"][0].stages["cls"].counters["calls_saved"] > 0
     # every confirmed vehicle row gets its track's label; per-frame and per-track runs see the same boxes
     rows = [(a, b) for ra, rb in zip(runs["every frame"][1], runs["per track"][1])
             for a, b in zip(ra["detections"], rb["detections"]) if "track" in b and label(a)]
