@@ -9,6 +9,7 @@ every consumer (drawing, JSON lines, analytics) names them the same way.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -124,6 +125,40 @@ class ZoneCount:
 
 
 @dataclass
+class Event:
+    """Something analytics saw on a frame: a track crossed a line (`direction` in or out)
+    or entered or left a zone. The sink adds when it was written (`time`, wall clock) and
+    its evidence (paths relative to `outputs.dir`) before the frame's JSON line; the same
+    record goes to the JSON lines, the page's panel and the event destinations."""
+
+    camera: str
+    seq: int
+    pts: int | None
+    track: int
+    cls: str
+    event: str  # "cross", "enter", "exit"
+    line: str | None = None
+    zone: str | None = None
+    direction: str | None = None
+    time: float | None = None
+    snapshot: str | None = None
+    crop: str | None = None
+    clip: str | None = None
+
+    def to_dict(self) -> dict:
+        """Its JSON form: `class` for `cls`, unset fields left out."""
+        out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        out["class"] = out.pop("cls")
+        return out
+
+    @property
+    def name(self) -> str:
+        """A short name for files: `cross_door_in_t7`."""
+        parts = [self.event, self.line or self.zone or "", self.direction or "", f"t{self.track}"]
+        return "_".join(p for p in parts if p).replace("/", "-")
+
+
+@dataclass
 class Frame:
     """One decoded picture of one camera on its way through the graph.
 
@@ -145,7 +180,7 @@ class Frame:
     detections: Detections | None = None
     lines: list[LineCount] = field(default_factory=list)  # analytics results on this frame
     zones: list[ZoneCount] = field(default_factory=list)
-    events: list[dict] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     stamps: dict[str, float] = field(default_factory=dict)
 

@@ -28,7 +28,7 @@ from pipeline.metrics.histogram import Histogram
 from pipeline.metrics.registry import CameraState
 from pipeline.metrics.snapshot import (CameraSnapshot, DeliveryStats, DriverSnapshot, HostSnapshot, Latency,
                                        Snapshot)
-from pipeline.sinks.camera_files import Lease
+from pipeline.sinks.lease import Lease
 
 log = logging.getLogger("pipeline.cluster")
 

@@ -23,13 +23,13 @@ import cv2
 import numpy as np
 
 from pipeline.config.outputs import EventsConfig
-from pipeline.frames import Frame
+from pipeline.frames import Event, Frame
 from pipeline.sinks.clips import ClipRecorder
 from pipeline.sinks.events import EventPublisher
 
 log = logging.getLogger("pipeline.evidence")
 
-Deliver = Callable[[list[dict], bytes | None], None]  # the frame's events (paths filled in) and its JPEG
+Deliver = Callable[[list[Event], bytes | None], None]  # the frame's events (paths filled in) and its JPEG
 
 
 def stamp(seconds: float) -> str:
@@ -38,18 +38,12 @@ def stamp(seconds: float) -> str:
     return t.strftime("%Y%m%dT%H%M%S") + f".{t.microsecond // 1000:03d}Z"
 
 
-def event_name(event: dict) -> str:
-    parts = [event.get("event", "event"), event.get("line") or event.get("zone") or "", event.get("direction") or "",
-             f"t{event['track']}" if event.get("track") is not None else ""]
-    return "_".join(p for p in (str(p) for p in parts) if p).replace("/", "-")
-
-
 @dataclass
 class Job:
     image: np.ndarray
     frame_path: str
     crops: list[tuple[str, tuple[int, int, int, int]]]  # (path, box with margin)
-    events: list[dict] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
 
 
 class Snapshots:
@@ -74,21 +68,19 @@ class Snapshots:
         base = f"{stamp(wall_time)}_{frame.seq}"
         job = Job(frame.image, os.path.join(folder, f"{base}.jpg"), [], frame.events)
         for i, event in enumerate(frame.events):
-            event["snapshot"] = job.frame_path
+            event.snapshot = job.frame_path
             box = self._box(frame, event)
             if box is not None:
-                crop = os.path.join(folder, f"{base}_{i}_{event_name(event)}.crop.jpg")
-                event["crop"] = crop
-                job.crops.append((crop, box))
+                event.crop = os.path.join(folder, f"{base}_{i}_{event.name}.crop.jpg")
+                job.crops.append((event.crop, box))
         self._jobs.put(job)
 
-    def _box(self, frame: Frame, event: dict) -> tuple[int, int, int, int] | None:
+    def _box(self, frame: Frame, event: Event) -> tuple[int, int, int, int] | None:
         """The event's object, grown by the margin and clipped to the frame."""
         det = frame.detections
-        track = event.get("track")
-        if det is None or det.track_id is None or track is None:
+        if det is None or det.track_id is None:
             return None
-        rows = np.flatnonzero(det.track_id == track)
+        rows = np.flatnonzero(det.track_id == event.track)
         if not len(rows):
             return None
         x1, y1, x2, y2 = det.xyxy[rows[0]]
@@ -150,11 +142,11 @@ class RecentEvents:
         self._lock = threading.Lock()
         self._count = 0
 
-    def add(self, events: list[dict]) -> None:
+    def add(self, events: list[Event]) -> None:
         with self._lock:
             for event in events:
                 self._count += 1
-                self._events.append({**event, "id": self._count})
+                self._events.append({**event.to_dict(), "id": self._count})
 
     def newest(self, limit: int = 50, after: int = 0) -> list[dict]:
         """Up to `limit` events newer than id `after`, newest first."""
@@ -192,23 +184,23 @@ class EventEvidence:
         wall = time.time()
         recorder = self.recorders.get(frame.camera)
         for event in frame.events:
-            event["time"] = round(wall, 3)
+            event.time = round(wall, 3)
             clip = recorder.event(f"{stamp(wall)}_{frame.seq}") if recorder is not None else None
             if clip is not None:
-                event["clip"] = os.path.relpath(clip, self.root)
+                event.clip = os.path.relpath(clip, self.root)
         if self.snapshots is not None:
             self.snapshots.frame(frame, wall)  # the events go on once the pictures are written
         else:
             self._deliver(frame.events, None)
 
-    def _deliver(self, events: list[dict], jpeg: bytes | None) -> None:
+    def _deliver(self, events: list[Event], jpeg: bytes | None) -> None:
         self.recent.add(events)
         if self.publisher is None:
             return
         for event in events:
-            self.publisher.publish(event)
+            self.publisher.publish(event.to_dict())
         if jpeg is not None and events:
-            self.publisher.picture(events[0]["camera"], jpeg)
+            self.publisher.picture(events[0].camera, jpeg)
 
     def is_open(self, path: str) -> bool:
         """Whether `path` is a clip still being written."""

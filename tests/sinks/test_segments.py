@@ -137,7 +137,7 @@ def test_retention_never_removes_the_segment_being_written(tmp_path):
         files.write(frame(seq))
     retention = Retention(out.dir, max_bytes=0, max_age_s=None, is_open=files.is_open)
     removed = retention.sweep()
-    video, lines = files.video["cam"].file, files.jsonl["cam"].path
+    video, lines = files.video["cam"].file, files.jsonl.writers["cam"].path
     assert video not in removed and lines not in removed and len(removed) == 4  # 2 closed segments, 2 files each
     files.close("cam", last=True)
     assert len(read_jsonl(lines)) == 10 and len(packets(video)) == 10

@@ -5,6 +5,7 @@ real events: thumbnails, live updates, a click that opens the snapshot and the c
 names as text, 32 cameras. `PIPELINE_SCREENSHOTS=docs` writes `docs/events_panel.png`."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -17,11 +18,11 @@ import numpy as np
 import pytest
 
 from pipeline.config.outputs import WebConfig
-from pipeline.frames import ClassNames, Detections, Frame
+from pipeline.drawing import draw_detections
+from pipeline.frames import ClassNames, Detections, Event, Frame
 from pipeline.metrics.registry import CameraState, Metrics
 from pipeline.sinks.event_evidence import RecentEvents, Snapshots
 from pipeline.sinks.preview import Preview
-from pipeline.drawing import draw_detections
 from pipeline.web.server import WebServer
 from web_support import browser, get, live_config, raw, running  # noqa: F401  (a fixture)
 
@@ -181,7 +182,13 @@ def snapshot_frame(record: dict, image: np.ndarray) -> Frame:
                             track_id=np.array([d.get("track", -1) for d in det], np.int64))
     draw_detections(image, detections)
     return Frame(camera=record["camera"], seq=record["seq"], pts=record["pts"], time_base=None, image=image,
-                 t_capture=time.time(), detections=detections, events=[dict(e) for e in record["events"]])
+                 t_capture=time.time(), detections=detections, events=[event_of(e) for e in record["events"]])
+
+
+def event_of(line: dict) -> Event:
+    """An event as its JSON line has it (`class` is `cls`)."""
+    known = {f.name for f in dataclasses.fields(Event)}
+    return Event(**{("cls" if k == "class" else k): v for k, v in line.items() if k in known | {"class"}})
 
 
 class Evidence:
@@ -200,7 +207,7 @@ class Evidence:
             relative = f"events/{frame.camera}/clip_{frame.seq}.mp4"
             write_clip(self.out / relative, frame.image)
             for event in frame.events:
-                event["clip"] = relative
+                event.clip = relative
         self.snapshots.frame(frame, time.time())
 
     def wait(self, count: int) -> bool:
