@@ -13,6 +13,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -165,13 +166,17 @@ class Frame:
     `seq` counts decoded frames per camera (gaps mean drops); `order` is assigned when the
     frame enters the first batching stage and is gap-free per camera, which is what the
     reorder buffers after asynchronous stages wait on.
+
+    `image` is the BGR picture, made from the decoded `picture` (an `av.VideoFrame`) the
+    first time a stage asks for it: a frame nobody draws on, crops or shows is never
+    converted (`converted` says whether it was).
     """
 
     camera: str
     seq: int
     pts: int | None
     time_base: Fraction | None
-    image: np.ndarray
+    image: np.ndarray | None = field(repr=False)
     t_capture: float
     rate: Fraction | None = None
     order: int = -1
@@ -183,6 +188,7 @@ class Frame:
     events: list[Event] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     stamps: dict[str, float] = field(default_factory=dict)
+    picture: Any = field(default=None, repr=False)  # the decoded av.VideoFrame, until converted
 
     def stamp(self, boundary: str) -> None:
         self.stamps[boundary] = time.perf_counter()
@@ -192,6 +198,23 @@ class Frame:
         if self.pts is None or self.time_base is None:
             return None
         return float(self.pts * self.time_base)
+
+
+def _image(frame: Frame) -> np.ndarray:
+    if frame._image is None:
+        if frame.picture is None:
+            raise ValueError(f"frame {frame.camera}/{frame.seq} has no picture")
+        frame._image = frame.picture.to_ndarray(format="bgr24", threads=1)  # swscale would start a pool per camera
+        frame.picture = None
+    return frame._image
+
+
+def _set_image(frame: Frame, image: np.ndarray | None) -> None:
+    frame._image = image
+
+
+Frame.image = property(_image, _set_image)  # type: ignore[assignment]  # a field made on first use
+Frame.converted = property(lambda f: f._image is not None)  # type: ignore[attr-defined]
 
 
 @dataclass

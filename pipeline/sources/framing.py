@@ -72,12 +72,11 @@ class Framing:
             return None
         if self.paced:
             now = self._due(pts, tb, now, connection.rate)
-        image = vf.to_ndarray(format="bgr24", threads=1)  # swscale would start its own pool per camera
-        frame = Frame(camera=self.camera, seq=seq, pts=pts, time_base=tb, image=image, t_capture=now,
-                      rate=connection.rate)
+        frame = Frame(camera=self.camera, seq=seq, pts=pts, time_base=tb, image=None, t_capture=now,
+                      rate=connection.rate, picture=vf)
         frame.stamps["capture"] = now
         try:
-            frame.tensor, frame.letterbox = self.preprocess(image)
+            frame.tensor, frame.letterbox = self.preprocess(frame.image)
         except Exception as e:
             self.metrics.error(self.camera)
             self.metrics.drop(self.camera, "preprocess_error")
