@@ -16,6 +16,9 @@ from pipeline.errors import one_line
 
 Dim = Union[int, str]  # a fixed size, or the name of a dynamic axis
 MAX_LITERAL_CHARS = 1 << 20  # a class list of 100,000 names still fits; a parser bomb does not
+# The largest model input side the pipeline will try: a frame letterboxed to it takes
+# 200 MB as float32; a file declaring 10^9 would ask for exabytes.
+MAX_INPUT_SIDE = 4096
 ULTRALYTICS_KEYS = ("names", "imgsz", "stride", "task", "batch", "author", "description", "version", "date",
                     "license", "docs")
 
@@ -140,6 +143,10 @@ def read_model_file(path: str) -> ModelFile:
         raise ModelFileError(f"{os.path.basename(path)}: not a readable ONNX file ({one_line(e)})") from None
     g = model.graph
     weights = {i.name for i in g.initializer}
-    return ModelFile(path=path, inputs=[_tensor(v) for v in g.input if v.name not in weights],
-                     outputs=[_tensor(v) for v in g.output],
+    inputs = [_tensor(v) for v in g.input if v.name not in weights]
+    if not model.ir_version or not model.HasField("graph") or not inputs or not g.output:
+        # protobuf reads any few bytes, an empty file included, as a message with nothing set
+        what = "an empty file" if os.path.getsize(path) == 0 else "no graph with inputs and outputs"
+        raise ModelFileError(f"{os.path.basename(path)}: not a readable ONNX file ({what})")
+    return ModelFile(path=path, inputs=inputs, outputs=[_tensor(v) for v in g.output],
                      metadata={p.key: p.value for p in model.metadata_props}, producer=model.producer_name)
