@@ -102,6 +102,27 @@ def write_config(tmp_path):
     return write
 
 
+@pytest.fixture
+def fifo(tmp_path):
+    """`fifo(path=None)` makes a FIFO nobody writes to (a reader's open of it waits for a
+    writer) and returns its path; after the test a writer comes and goes at each, which
+    releases a reader still stuck in its open."""
+    made: list[Path] = []
+
+    def make(path: str | Path | None = None) -> str:
+        path = Path(path or tmp_path / f"fifo{len(made)}.mp4")
+        os.mkfifo(path)
+        made.append(path)
+        return str(path)
+
+    yield make
+    for path in made:
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:  # no reader waits at it (ENXIO), or it is gone
+            pass
+
+
 @pytest.fixture(scope="session")
 def pipeline_cmd() -> list[str]:
     return [sys.executable, "-m", "pipeline"]

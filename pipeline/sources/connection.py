@@ -19,6 +19,7 @@ from typing import Callable, Iterator, Mapping
 import av
 
 from pipeline.config import SourceConfig
+from pipeline.config.schema import file_problem, local_path
 from pipeline.errors import one_line
 from pipeline.redact import redact
 
@@ -34,9 +35,22 @@ class SourceError(Exception):
         super().__init__(redact(message))
 
 
+def local_file_problem(uri: str) -> str | None:
+    """Why the local file `uri` names cannot be opened safely (None: it can, or `uri` is a
+    network URL). Asked right before each open: a path checked when the config was read
+    may have become a FIFO since, and FFmpeg's open of a FIFO waits in the kernel for a
+    writer, beyond any timeout or stop."""
+    path = local_path(uri)
+    why = file_problem(path) if path is not None else None
+    return f"{why}: {path}" if why else None
+
+
 def probe(uri: str) -> str | None:
     """Why a video file cannot be read (None when it can): opens it and decodes one frame.
     The reason is redacted: it names the file, which may be a URL."""
+    special = local_file_problem(uri)
+    if special:
+        return redact(f"cannot read video {uri}: {special}")
     try:
         with av.open(uri) as c:
             if not c.streams.video:
@@ -158,6 +172,9 @@ class Connection:
             options["rtsp_transport"] = cfg.transport
             options["timeout"] = str(int(cfg.read_timeout_s * 1e6))  # socket I/O timeout, microseconds
         options.update(cfg.options)
+        special = local_file_problem(cfg.uri)
+        if special:
+            raise SourceError(f"cannot open {cfg.uri}: {special}")
         t0 = time.monotonic()
         try:
             container = av.open(cfg.uri, options=options, timeout=(cfg.open_timeout_s, cfg.read_timeout_s))

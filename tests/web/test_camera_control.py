@@ -113,6 +113,16 @@ def test_yaml_nested_beyond_32_levels_is_400_before_it_is_parsed(controlled):
         400, b"body: nested too deeply (at most 32 levels)\n")
 
 
+def test_a_fifo_is_400_and_never_becomes_a_camera(controlled, fifo):
+    """A `file://` FIFO was answered 201 and its camera kept the run alive 10 minutes past SIGTERM."""
+    p, base = controlled
+    pipe = fifo()
+    status, answer, _ = post(base, json.dumps({"id": "dock", "uri": f"file://{pipe}"}).encode(),
+                             content_type="application/json")
+    assert (status, answer) == (400, f"body.uri: not a regular file (a FIFO): file://{pipe}\n".encode())
+    assert p.cameras() == ["campus"]
+
+
 def test_answers_are_redacted(controlled):
     _, base = controlled
     status, answer, _ = post(base, b"id: dock\nuri: /nope/x.mp4?token=hunter2\n")
