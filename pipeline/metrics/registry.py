@@ -50,6 +50,7 @@ class CameraStats:
     counts: dict[tuple[str, str, str], int] = field(default_factory=lambda: defaultdict(int))  # (name, event, class)
     occupancy: dict[str, int] = field(default_factory=dict)  # zone -> objects inside now
     segment: str = ""  # the file name of the video (or JSON lines) segment being written
+    snapshots_lost: int = 0  # event pictures (frames, crops) that could not be written
 
     def nested_counts(self) -> dict[str, dict[str, dict[str, int]]]:
         """Analytics counts as {line or zone: {event: {class: n}}}."""
@@ -181,6 +182,10 @@ class Metrics:
             if stage is not None:
                 self.stages[stage].errors += 1
 
+    def snapshot_lost(self, cam: str, pictures: int = 1) -> None:
+        with self._lock:
+            self.camera(cam).snapshots_lost += pictures
+
     def frame_in(self, cam: str) -> None:
         with self._lock:
             self.camera(cam).frames_in += 1
@@ -243,7 +248,7 @@ class Metrics:
                          "fps": round(fps, 2),
                          "reconnects": s.reconnects, "downtime_s": round(s.downtime_s, 2),
                          "latency": s.latency.summary_ms(), "counts": s.nested_counts(),
-                         "occupancy": dict(s.occupancy), "segment": s.segment}
+                         "occupancy": dict(s.occupancy), "segment": s.segment, "snapshots_lost": s.snapshots_lost}
         total = self.total_latency()
         processed = sum(s.processed for s in self.cameras.values())
         return {

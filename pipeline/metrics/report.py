@@ -25,6 +25,8 @@ def _notes(c: dict) -> list[str]:
     if c["detail"]:
         notes.append(c["detail"])
     notes += [f"{output} output failed: {why}" for output, why in c.get("output_errors", {}).items()]
+    if c.get("snapshots_lost"):
+        notes.append(f"{c['snapshots_lost']} snapshot picture(s) LOST")
     for name, events in c.get("counts", {}).items():
         for event, per_class in events.items():
             notes += [f"{name}.{event}.{cls}={n}" for cls, n in per_class.items()]

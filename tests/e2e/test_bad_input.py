@@ -325,3 +325,32 @@ def test_a_file_that_became_a_fifo_fails_its_camera_and_a_stop_still_ends_the_ru
     assert cams["swapped"]["state"] == "failed"
     assert cams["swapped"]["detail"] == f"cannot open {swapped}: not a regular file (a FIFO): {swapped}"
     assert cams["cam"]["state"] == "ended" and cams["cam"]["processed"] >= 5
+
+
+def test_event_pictures_a_full_disk_cannot_hold_show_in_the_summary_report_and_exit_status(tmp_path, small_disk,
+                                                                                          model_path):
+    """`events/` on a full disk (a tmpfs of its own): a WARNING, but the run exited 0 and
+    neither its summary nor its report said a picture was missing."""
+    from synthetic import Mover, picture, render
+
+    clip = tmp_path / "walk.mp4"
+    render([Mover(picture("astronaut", 200), (0, 0), (430, 10))], str(clip), frames=40)
+    (tmp_path / "out").mkdir()
+    disk = small_disk("64k", "out/events")
+    free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+    (disk / "filler").write_bytes(b"x" * free)
+    cfg = {"sources": [{"id": "lab", "uri": str(clip)}], "models": {"det": detector_model(model_path)},
+           "graph": [{"detect": {"model": "det"}}, "track", {"analytics": {"cameras": {"lab": {"lines": [
+               {"name": "middle", "points": [[320, 0], [320, 359]], "classes": ["person"]}]}}}}],
+           "outputs": {"video": {"enabled": False}, "events": {"snapshots": True}}}
+    r, report = cli_run(cfg, tmp_path)
+    lab = report["cameras"]["lab"]
+    crossings = [e for rec in read_jsonl(str(tmp_path / "out" / "detections.jsonl")) for e in rec.get("events", [])]
+    assert len(crossings) == 1, "the person crosses the line once"
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert lab["snapshots_lost"] == 2  # the frame's JPEG and the crop
+    row = next(line for line in r.stdout.splitlines() if line.startswith("lab "))
+    assert "2 snapshot picture(s) LOST" in row
+    said = [line for line in r.stderr.splitlines() if "could not be written" in line]
+    assert len(said) == 1 and "No space left on device" in said[0] and "events/lab/" in said[0]
+    assert sorted(os.listdir(disk / "lab")) == []  # no half-written picture left behind
