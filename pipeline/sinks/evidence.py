@@ -31,7 +31,7 @@ import numpy as np
 from pipeline.config.outputs import EventsConfig
 from pipeline.errors import one_line
 from pipeline.frames import Frame
-from pipeline.sinks.clips import ClipRecorder
+from pipeline.sinks.clips import ClipRecorder, ClipRef
 from pipeline.sinks.events import EventPublisher
 
 log = logging.getLogger("pipeline.evidence")
@@ -236,13 +236,20 @@ class EventEvidence:
         recorder = self.recorders.get(frame.camera)
         for event in frame.events:
             event["time"] = round(wall, 3)
-            clip = recorder.event(f"{stamp(wall)}_{frame.seq}") if recorder is not None else None
-            if clip is not None:
-                event["clip"] = os.path.relpath(clip, self.root)
+            if recorder is not None:
+                self._clip(event, recorder.event(f"{stamp(wall)}_{frame.seq}"))
         if self.snapshots is not None:
             self.snapshots.frame(frame, wall)  # the events go on once the pictures are written
         else:
             self._deliver(frame.events, None)
+
+    def _clip(self, event: dict, clip: ClipRef) -> None:
+        if clip.path is not None:
+            event["clip"] = os.path.relpath(clip.path, self.root)
+        if clip.pre_s is not None:
+            event["clip_pre_s"] = clip.pre_s
+        if clip.note:
+            event["clip_note"] = clip.note
 
     def _deliver(self, events: list[dict], jpeg: bytes | None) -> None:
         self.recent.add(events)
