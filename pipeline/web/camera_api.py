@@ -49,6 +49,10 @@ def answer_json(status: int, data: dict) -> Answer:
     return Answer(status, json.dumps(data).encode(), "application/json")
 
 
+class _Refused(Exception):
+    """A body refused before it is built; the message is the answer's line."""
+
+
 def read_mapping(body: bytes, content_type: str) -> Any:
     """The body's data: JSON when it says so, else YAML (which reads JSON too). A body that
     is neither, or nests deeper than `MAX_DEPTH`, raises ValueError with one line."""
@@ -62,7 +66,9 @@ def read_mapping(body: bytes, content_type: str) -> Any:
             if _depth(data) > MAX_DEPTH:
                 raise RecursionError
             return data
-        return _yaml(text_)
+        return yaml.load(text_, Loader=_BoundedLoader)  # noqa: S506 (a SafeLoader)
+    except _Refused as e:
+        raise ValueError(str(e)) from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{WHERE}: invalid JSON: {e}") from None
     except yaml.YAMLError as e:
@@ -71,6 +77,8 @@ def read_mapping(body: bytes, content_type: str) -> Any:
         raise ValueError(f"{WHERE}:{at} invalid YAML: {getattr(e, 'problem', None) or e}") from None
     except RecursionError:
         raise ValueError(f"{WHERE}: {TOO_DEEP}") from None
+    except ValueError as e:  # a value the parser cannot hold (an integer of 60,000 digits)
+        raise ValueError(f"{WHERE}: {str(e).split(';')[0]}") from None
 
 
 def _depth(data: Any) -> int:
@@ -85,25 +93,37 @@ def _depth(data: Any) -> int:
     return deepest
 
 
-def _yaml(text_: str) -> Any:
-    """YAML without aliases and at most `MAX_DEPTH` deep, both refused from the parser's
-    events as they come, before anything is built: a camera's mapping needs neither, a
-    few hundred bytes of nested aliases stand for billions of values, and PyYAML's cost
+class _BoundedLoader(yaml.SafeLoader):
+    """YAML without aliases and at most `MAX_DEPTH` deep, both refused as the parser
+    reaches them, in the one pass that builds the data: a camera's mapping needs neither,
+    a few hundred bytes of nested aliases stand for billions of values, and PyYAML's cost
     grows with the square of the nesting (60 KB of brackets held a thread for minutes)."""
+
     depth = 0
-    for event in yaml.parse(text_, Loader=yaml.SafeLoader):
-        if isinstance(event, yaml.AliasEvent):
-            mark = event.start_mark
-            raise ValueError(f"{WHERE}: line {mark.line + 1} column {mark.column + 1}: "
-                             "YAML aliases (*name) are not accepted here")
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_DEPTH:
-                mark = event.start_mark
-                raise ValueError(f"{WHERE}: line {mark.line + 1} column {mark.column + 1}: {TOO_DEEP}")
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
-    return yaml.safe_load(text_)
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            raise _Refused(f"{WHERE}: {self._at()}: YAML aliases (*name) are not accepted here")
+        return super().compose_node(parent, index)
+
+    def compose_sequence_node(self, anchor):
+        return self._nested(super().compose_sequence_node, anchor)
+
+    def compose_mapping_node(self, anchor):
+        return self._nested(super().compose_mapping_node, anchor)
+
+    def _nested(self, compose, anchor):
+        if self.depth >= MAX_DEPTH:
+            raise _Refused(f"{WHERE}: {self._at()}: {TOO_DEEP}")
+        self.depth += 1
+        try:
+            return compose(anchor)
+        finally:
+            self.depth -= 1
+
+    def _at(self) -> str:
+        mark = self.peek_event().start_mark
+        return f"line {mark.line + 1} column {mark.column + 1}"
 
 
 def add(control: CameraControl, body: bytes, content_type: str) -> Answer:

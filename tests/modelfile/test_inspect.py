@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 
 import pytest
 import yaml
@@ -89,3 +90,17 @@ def test_an_input_beyond_the_size_cap_is_one_line_not_an_allocation(tmp_path, mo
     said = f"metadata imgsz [{side}, {side}]" if imgsz else f"input shape [batch, 3, {side}, {side}]"
     assert inspect_here(path, capsys) == (2, "", f"error: big.onnx: {said} asks for an input of {side}x{side}, "
                                                  f"beyond the 4096 pixels a side the pipeline will try\n")
+
+
+def test_a_picture_that_is_a_fifo_is_one_line_not_a_hang(model_path, fifo, capsys):
+    import argparse
+
+    from pipeline.modelfile.commands import inspect_command
+
+    pipe, status = fifo(), []
+    args = argparse.Namespace(path=model_path("vehicle_color.onnx"), picture=pipe)
+    t = threading.Thread(target=lambda: status.append(inspect_command(args)), daemon=True)
+    t.start()
+    t.join(20)
+    assert status, "reading the picture waited for a writer"  # OpenCV's read of a FIFO blocks
+    assert (status[0], capsys.readouterr().err) == (2, f"error: --picture {pipe}: not a regular file (a FIFO)\n")

@@ -82,6 +82,10 @@ def test_mistakes_answer_400_with_the_lines_validate_gives(controlled, sample_pa
     assert status == 400 and answer.startswith(b"body: invalid JSON: ") and answer.count(b"\n") == 1
     assert post(base, b"\xff\xfe")[:2] == (400, b"body: not UTF-8 text\n")
     assert post(base, b"- id: dock\n")[:2] == (400, b"body: expected a mapping with id and uri, got list\n")
+    for content_type in ("application/yaml", "application/json"):  # a number Python will not read
+        status, answer, _ = post(base, b'{"id": "dock", "uri": "x", "stride": ' + b"9" * 60000 + b"}",
+                                 content_type=content_type)
+        assert status == 400 and answer.startswith(b"body: ") and answer.count(b"\n") == 1, answer[:200]
     assert "dock" not in p.cameras()
 
 
