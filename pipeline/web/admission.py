@@ -126,6 +126,7 @@ class AdmittedHandler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         self.timeout = self.app.IDLE_TIMEOUT_S
         super().setup()
+        self.rfile.close()  # the socket's own reader, replaced by one that keeps the head's deadline
         self._reader = HeadReader(self.connection, self.timeout)
         self.rfile = io.BufferedReader(self._reader)
         self._first_head_by = time.monotonic() + self.app.HEAD_TIMEOUT_S
