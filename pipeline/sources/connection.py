@@ -45,19 +45,23 @@ def local_file_problem(uri: str) -> str | None:
     return f"{why}: {path}" if why else None
 
 
-def probe(uri: str) -> str | None:
-    """Why a video file cannot be read (None when it can): opens it and decodes one frame.
-    The reason is redacted: it names the file, which may be a URL."""
+def probe(uri: str, timeout: tuple[float, float] = (5.0, 5.0)) -> str | None:
+    """Why a video file cannot be read (None when it can): opens it and decodes one frame,
+    each step within `timeout` (open, read: a file may be a URL with `live: false`, whose
+    server may never answer). The reason is redacted: it names the file, which may be a URL."""
     special = local_file_problem(uri)
     if special:
         return redact(f"cannot read video {uri}: {special}")
     try:
-        with av.open(uri) as c:
+        with av.open(uri, timeout=timeout) as c:
             if not c.streams.video:
                 return redact(f"no video stream in {uri}")
             for _ in c.decode(video=0):
                 return None
             return redact(f"no decodable frame in {uri}")
+    except av.error.ExitError:  # the interrupt callback: a step took longer than its timeout
+        return redact(f"cannot read video {uri}: no answer in time (open_timeout_s={timeout[0]:g}, "
+                      f"read_timeout_s={timeout[1]:g})")
     except Exception as e:
         return redact(f"cannot read video {uri}: {one_line(e)}")
 

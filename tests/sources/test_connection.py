@@ -5,6 +5,7 @@ config was read is not enough, a path can change."""
 from __future__ import annotations
 
 import os
+import socket
 import threading
 
 import pytest
@@ -48,3 +49,17 @@ def test_devices_and_folders_are_refused_by_the_open_and_the_probe(tmp_path, fif
 
 def test_a_regular_file_named_as_a_file_url_opens(short_clips):
     assert opened_within(f"file://{os.path.abspath(short_clips['bikes'])}") == "opened"
+
+
+def test_the_probe_of_a_url_read_as_a_file_gives_up_at_its_timeouts():
+    """`validate` probes sources that are not live; `live: false` on a URL whose server
+    accepts and never answers held it for ever, SIGTERM included (the probe had no timeout)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        uri = f"http://127.0.0.1:{server.getsockname()[1]}/clip.mp4"
+        said: list[str | None] = []
+        t = threading.Thread(target=lambda: said.append(probe(uri, (1.0, 1.0))), daemon=True)
+        t.start()
+        t.join(20)
+    assert said == [f"cannot read video {uri}: no answer in time (open_timeout_s=1, read_timeout_s=1)"]
