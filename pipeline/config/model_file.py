@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from pipeline.config.schema import describe_value
 from pipeline.errors import one_line
 
 Dim = Union[int, str]  # a fixed size, or the name of a dynamic axis
@@ -98,7 +99,7 @@ class ModelFile:
         if isinstance(value, (list, tuple)) and len(value) == 2 and all(_positive_int(v) for v in value):
             return (value[1], value[0])
         raise MetadataError(f"{os.path.basename(self.path)}: metadata imgsz: expected [height, width] or a number, "
-                            f"got {value!r}")
+                            f"got {describe_value(value)}")
 
     def number(self, key: str) -> int | None:
         """A positive integer value (`stride`, `batch`)."""
@@ -106,7 +107,7 @@ class ModelFile:
         if value is None or _positive_int(value):
             return value
         raise MetadataError(f"{os.path.basename(self.path)}: metadata {key}: expected a positive integer, "
-                            f"got {value!r}")
+                            f"got {describe_value(value)}")
 
     def fixed_size(self) -> tuple[int, int] | None:
         """(width, height) of an NCHW image input whose height and width are fixed."""

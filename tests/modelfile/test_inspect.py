@@ -104,3 +104,16 @@ def test_a_picture_that_is_a_fifo_is_one_line_not_a_hang(model_path, fifo, capsy
     t.join(20)
     assert status, "reading the picture waited for a writer"  # OpenCV's read of a FIFO blocks
     assert (status[0], capsys.readouterr().err) == (2, f"error: --picture {pipe}: not a regular file (a FIFO)\n")
+
+
+def test_a_metadata_value_of_a_hundred_thousand_items_is_shown_shortened(tmp_path, model_path, capsys):
+    """imgsz = [1, 1, ...] (100,000 of them) was one error line of 300 KB."""
+    import onnx
+
+    m = onnx.load(model_path("yolox_nano.onnx"))
+    entry = m.metadata_props.add()
+    entry.key, entry.value = "imgsz", "[" + "1, " * 100_000 + "]"
+    onnx.save(m, str(tmp_path / "long.onnx"))
+    assert inspect_here(str(tmp_path / "long.onnx"), capsys) == (2, "", "error: long.onnx: metadata imgsz: expected "
+                                                                         "[height, width] or a number, got list "
+                                                                         "[1, 1, 1, 1, 1, 1, ...]\n")
