@@ -144,7 +144,10 @@ class Event:
     time: float | None = None
     snapshot: str | None = None
     crop: str | None = None
+    snapshot_error: str | None = None  # why a picture named above could not be written (it is left out)
     clip: str | None = None
+    clip_pre_s: float | None = None  # the clip's pre-roll, where the byte budget made it shorter than `pre_s`
+    clip_note: str | None = None
 
     def to_dict(self) -> dict:
         """Its JSON form: `class` for `cls`, unset fields left out."""
@@ -241,7 +244,7 @@ class Resume:
     id), the video segment to write next (`<name>.partN`; with time-named segments the
     number of segments on disk, and the next is named after the newest of them), whether
     its JSON lines continue an existing file, and the lease its writers hold (`epoch`, 0:
-    unfenced; see `sinks.outputs.Lease`)."""
+    unfenced; see `sinks.lease.Lease`)."""
 
     start_at: int = 0
     seq: int = 0
