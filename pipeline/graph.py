@@ -36,6 +36,7 @@ from pipeline.sinks.evidence import EventEvidence, RecentEvents
 from pipeline.sinks.preview import Preview
 from pipeline.sinks.retention import OutputRetention
 from pipeline.sinks.stage import SinkStage
+from pipeline.sinks.written import WrittenIndex
 from pipeline.sources.video import VideoSource
 from pipeline.stages import STAGES
 from pipeline.stages.build import BuildContext
@@ -78,7 +79,7 @@ class Pipeline:
         self.stages = [STAGES[type(spec)].from_spec(spec, ctx) for spec in cfg.graph]
         self.side = SideOutputs(self)
         self.sink = SinkStage(cfg.outputs, self.metrics, self.control, Capacity(self.plan.cores),
-                              cfg.runtime.queue_size, self.side.evidence, self.side.preview)
+                              cfg.runtime.queue_size, self.side.evidence, self.side.preview, self.side.index)
         for a, b in zip(self.stages, [*self.stages[1:], self.sink]):
             a.emit = b.accept
         self.stages.append(self.sink)
@@ -186,9 +187,11 @@ class SideOutputs:
         if self.events is not None:
             pipeline.metrics.state_listeners.append(self.events.camera_state)
         self.recent = RecentEvents()
-        self.evidence = EventEvidence(out.dir, out.events, self.events, self.recent)
+        self.index = WrittenIndex(out.dir)  # what the run wrote: retention removes nothing else
+        self.evidence = EventEvidence(out.dir, out.events, self.events, self.recent, on_file=self.index.add)
         self.retention = OutputRetention(
-            out, lambda path: pipeline.sink.files.is_open(path) or self.evidence.is_open(path), pipeline.metrics)
+            out, lambda path: pipeline.sink.files.is_open(path) or self.evidence.is_open(path), pipeline.metrics,
+            self.index, cameras=lambda: pipeline.sink.files.ran)
         self.preview: Preview | None = None
         self.web: WebServer | None = None
         if out.web is not None:

@@ -57,6 +57,10 @@ def _camera_metrics(cams: dict) -> Iterator[Metric]:
                    [([c], v["errors"]) for c, v in cams.items()])
     yield _counter("pipeline_camera_decode_errors", "Unreadable packets skipped per camera", ["camera"],
                    [([c], v["decode_errors"]) for c, v in cams.items()])
+    yield _counter("pipeline_camera_video_frames_lost", "Frames a camera's video could not hold (disk full, "
+                   "encoder failed)", ["camera"], [([c], v.get("video_frames_lost", 0)) for c, v in cams.items()])
+    yield _counter("pipeline_camera_jsonl_lines_lost", "JSON lines a camera's output could not write", ["camera"],
+                   [([c], v.get("jsonl_lines_lost", 0)) for c, v in cams.items()])
     yield _counter("pipeline_camera_reconnects", "Reconnects of live cameras", ["camera"],
                    [([c], v["reconnects"]) for c, v in cams.items()])
     yield _counter("pipeline_camera_downtime_seconds", "Time live cameras were disconnected", ["camera"],

@@ -39,6 +39,8 @@ class CameraStats:
     errors: int = 0
     decode_errors: int = 0
     output_errors: dict[str, str] = field(default_factory=dict)  # output (video, jsonl) -> why it stopped
+    video_frames_lost: int = 0  # frames its video does not hold (a full disk, a failed encoder)
+    jsonl_lines_lost: int = 0  # JSON lines not written
     dropped: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     latency: Histogram = field(default_factory=Histogram)
     state: CameraState = CameraState.STARTING
@@ -175,6 +177,15 @@ class Metrics:
         with self._lock:
             self.camera(cam).dropped[reason] += n
 
+    def lost(self, cam: str, output: str, n: int) -> None:
+        """`n` frames (video) or lines (jsonl) a failed output of `cam` could not write."""
+        with self._lock:
+            stats = self.camera(cam)
+            if output == "video":
+                stats.video_frames_lost += n
+            else:
+                stats.jsonl_lines_lost += n
+
     def error(self, cam: str, stage: str | None = None) -> None:
         with self._lock:
             self.camera(cam).errors += 1
@@ -240,6 +251,7 @@ class Metrics:
             cams[cam] = {"state": s.state.value, "detail": s.detail, "frames_in": s.frames_in, "processed": s.processed,
                          "dropped": dict(s.dropped), "errors": s.errors, "decode_errors": s.decode_errors,
                          "output_errors": dict(s.output_errors),
+                         "video_frames_lost": s.video_frames_lost, "jsonl_lines_lost": s.jsonl_lines_lost,
                          "fps": round(fps, 2),
                          "reconnects": s.reconnects, "downtime_s": round(s.downtime_s, 2),
                          "latency": s.latency.summary_ms(), "counts": s.nested_counts(),

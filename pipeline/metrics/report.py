@@ -25,6 +25,10 @@ def _notes(c: dict) -> list[str]:
     if c["detail"]:
         notes.append(c["detail"])
     notes += [f"{output} output failed: {why}" for output, why in c.get("output_errors", {}).items()]
+    lost = [f"{c[key]} {what}" for key, what in (("video_frames_lost", "video frame(s)"),
+                                                 ("jsonl_lines_lost", "JSON line(s)")) if c.get(key)]
+    if lost:
+        notes.append("LOST " + ", ".join(lost))
     for name, events in c.get("counts", {}).items():
         for event, per_class in events.items():
             notes += [f"{name}.{event}.{cls}={n}" for cls, n in per_class.items()]

@@ -17,6 +17,7 @@ import os
 from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Callable
 
 import av
 
@@ -85,8 +86,10 @@ class ClipRecorder:
     """One camera's clips. `stream` is the camera's encoder stream (its codec parameters
     make the clip's stream)."""
 
-    def __init__(self, folder: str, pre_s: float, post_s: float, max_bytes: int = 64 * 1024 * 1024):
+    def __init__(self, folder: str, pre_s: float, post_s: float, max_bytes: int = 64 * 1024 * 1024,
+                 on_file: Callable[[str], None] | None = None):
         self.folder = folder
+        self.on_file = on_file  # each clip once it exists (the run's record of what it wrote)
         self.post_s = post_s
         self.ring = PacketRing(pre_s, max_bytes)
         self._stream = None
@@ -128,6 +131,8 @@ class ClipRecorder:
         os.makedirs(self.folder, exist_ok=True)
         self._clip_path = os.path.join(self.folder, f"{name}.mp4")
         self._clip = av.open(self._clip_path, "w")
+        if self.on_file is not None:
+            self.on_file(self._clip_path)
         self._clip_stream = self._clip.add_stream_from_template(self._stream)
         self._last_dts = None
         for h in held:

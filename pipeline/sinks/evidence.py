@@ -38,6 +38,10 @@ def stamp(seconds: float) -> str:
     return t.strftime("%Y%m%dT%H%M%S") + f".{t.microsecond // 1000:03d}Z"
 
 
+# The names of an event's files under events/<camera>/ (snapshot, crops, clip): retention removes no other
+EVIDENCE_NAME = r"\d{8}T\d{6}\.\d{3}Z_\d+(?:_\d+_[^/]*\.crop\.jpg|\.jpg|\.mp4)"
+
+
 def event_name(event: dict) -> str:
     parts = [event.get("event", "event"), event.get("line") or event.get("zone") or "", event.get("direction") or "",
              f"t{event['track']}" if event.get("track") is not None else ""]
@@ -50,12 +54,18 @@ class Job:
     frame_path: str
     crops: list[tuple[str, tuple[int, int, int, int]]]  # (path, box with margin)
     events: list[dict] = field(default_factory=list)
+    camera: str = ""
+
+
+OnFile = Callable[[str, str], None]  # (camera, path): a file was written (the run's record, `sinks.written`)
 
 
 class Snapshots:
-    def __init__(self, root: str, deliver: Deliver, quality: int = 85, margin: float = 0.2, queue_size: int = 64):
+    def __init__(self, root: str, deliver: Deliver, quality: int = 85, margin: float = 0.2, queue_size: int = 64,
+                 on_file: OnFile | None = None):
         self.root = root           # outputs.dir: paths in events are relative to it
         self.deliver = deliver
+        self.on_file = on_file
         self.quality = quality
         self.margin = margin
         self._jobs: queue.Queue[Job | None] = queue.Queue(queue_size)
@@ -72,7 +82,7 @@ class Snapshots:
         the frame for encoding; the events are delivered once the files are written."""
         folder = os.path.join("events", frame.camera)
         base = f"{stamp(wall_time)}_{frame.seq}"
-        job = Job(frame.image, os.path.join(folder, f"{base}.jpg"), [], frame.events)
+        job = Job(frame.image, os.path.join(folder, f"{base}.jpg"), [], frame.events, frame.camera)
         for i, event in enumerate(frame.events):
             event["snapshot"] = job.frame_path
             box = self._box(frame, event)
@@ -114,11 +124,11 @@ class Snapshots:
             if not ok:
                 raise ValueError("JPEG encoding failed")
             jpeg = buf.tobytes()
-            self._save(job.frame_path, jpeg)
+            self._save(job.camera, job.frame_path, jpeg)
             for path, (x1, y1, x2, y2) in job.crops:
                 ok, crop = cv2.imencode(".jpg", job.image[y1:y2, x1:x2], [cv2.IMWRITE_JPEG_QUALITY, self.quality])
                 if ok:
-                    self._save(path, crop.tobytes())
+                    self._save(job.camera, path, crop.tobytes())
             self.written += 1
             return jpeg
         except Exception as e:
@@ -126,13 +136,15 @@ class Snapshots:
             log.warning("snapshot %s could not be written: %s", job.frame_path, e)
             return None
 
-    def _save(self, relative: str, data: bytes) -> None:
+    def _save(self, camera: str, relative: str, data: bytes) -> None:
         path = os.path.join(self.root, relative)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = path + ".tmp"
         with open(tmp, "wb") as f:
             f.write(data)
         os.replace(tmp, path)  # a reader never sees half a picture
+        if self.on_file is not None:
+            self.on_file(camera, path)
 
     def close(self, timeout: float = 10.0) -> None:
         """Write what is queued, then stop."""
@@ -167,13 +179,15 @@ class EventEvidence:
     (clip, snapshot) go into the events before the frame's JSON line is written, then the
     events go to the live page's panel and to the destinations, once their snapshot exists."""
 
-    def __init__(self, root: str, config: EventsConfig, publisher: EventPublisher | None, recent: RecentEvents):
+    def __init__(self, root: str, config: EventsConfig, publisher: EventPublisher | None, recent: RecentEvents,
+                 on_file: OnFile | None = None):
         self.root = root
+        self.on_file = on_file
         self.publisher = publisher
         self.recent = recent
         self.clips = config.clips
         self.recorders: dict[str, ClipRecorder] = {}
-        self.snapshots = Snapshots(root, self._deliver) if config.snapshots else None
+        self.snapshots = Snapshots(root, self._deliver, on_file=on_file) if config.snapshots else None
 
     def start(self) -> None:
         if self.snapshots is not None:
@@ -183,8 +197,10 @@ class EventEvidence:
         """The camera's clip recorder, fed every encoded packet (None: clips are off)."""
         if self.clips is None:
             return None
-        recorder = self.recorders[camera] = ClipRecorder(os.path.join(self.root, "events", camera), self.clips.pre_s,
-                                                         self.clips.post_s, int(self.clips.max_mb * 1e6))
+        on_file = self.on_file
+        recorder = self.recorders[camera] = ClipRecorder(
+            os.path.join(self.root, "events", camera), self.clips.pre_s, self.clips.post_s,
+            int(self.clips.max_mb * 1e6), on_file=None if on_file is None else lambda path: on_file(camera, path))
         return recorder.packet
 
     def frame(self, frame: Frame) -> None:

@@ -6,10 +6,13 @@
 camera gets its own file; without it all cameras share one file (lines of one camera
 stay in order). Lines wait in memory and are appended at least every `flush_s`, whole
 lines in one write, after the writer's lease (if any) was checked: a killed process
-loses at most that much, as with the fragmented video, and never leaves half a line. A
-file is created with its first lines (a camera that never delivers a frame leaves no
-empty file). `rotate` moves on to the next time segment's file: what waits is appended to
-the current file first, so a line is in the segment of its frame, once.
+loses at most that much, as with the fragmented video, and never leaves half a line; a
+write that a full disk cuts short is cut back to the last whole line (`append_whole`)
+and its lines are counted lost, per camera (`on_lost`). A file is created with its
+first lines (a camera that never delivers a frame leaves no empty file); `on_file`
+hears of it (the run's record of what it wrote, see `sinks.written`). `rotate` moves on
+to the next time segment's file: what waits is appended to the current file first, so
+a line is in the segment of its frame, once.
 """
 from __future__ import annotations
 
@@ -17,9 +20,26 @@ import json
 import os
 import threading
 import time
+from collections import Counter
 from typing import Callable
 
 from pipeline.frames import Frame
+
+OnFile = Callable[[str], None]  # a file was created (its path)
+OnLost = Callable[[str, int], None]  # (camera, lines) that could not be written
+
+
+def append_whole(fd: int, data: bytes) -> None:
+    """Append `data` whole or not at all: a write the disk cuts short (full, quota) is cut
+    back off, so the file still ends with its last whole line; the error is raised."""
+    start = os.lseek(fd, 0, os.SEEK_END)
+    view = memoryview(data)
+    try:
+        while view:  # short writes continue where they stopped
+            view = view[os.write(fd, view):]
+    except OSError:
+        os.ftruncate(fd, start)
+        raise
 
 
 def frame_record(frame: Frame) -> dict:
@@ -53,13 +73,16 @@ class JsonlWriter:
     `lease` raises when this writer may no longer write (its camera moved elsewhere)."""
 
     def __init__(self, path: str, flush_s: float = 1.0, append: bool = False,
-                 lease: Callable[[], None] | None = None):
+                 lease: Callable[[], None] | None = None, on_file: OnFile | None = None,
+                 on_lost: OnLost | None = None):
         self.path = path
         self.flush_s = flush_s
         self.append = append  # a camera resumed elsewhere continues its file
         self.lease = lease
+        self.on_file = on_file
+        self.on_lost = on_lost
         self._fd: int | None = None
-        self._pending: list[str] = []
+        self._pending: list[tuple[str, str]] = []  # (camera, line)
         self._closed = False
         self._flushed = time.monotonic()
         self._lock = threading.Lock()
@@ -69,7 +92,7 @@ class JsonlWriter:
         with self._lock:
             if self._closed:
                 return
-            self._pending.append(line)
+            self._pending.append((record.get("camera", ""), line))
             now = time.monotonic()
             if now - self._flushed >= self.flush_s:
                 self._flush()
@@ -80,14 +103,20 @@ class JsonlWriter:
             return
         if self.lease is not None:
             self.lease()
-        if self._fd is None:
-            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-            mode = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if self.append else os.O_TRUNC)
-            self._fd = os.open(self.path, mode, 0o644)
-        data = "".join(self._pending).encode("utf-8")
-        self._pending.clear()
-        while data:  # one append of whole lines (short writes continue where they stopped)
-            data = data[os.write(self._fd, data):]
+        pending, self._pending = self._pending, []
+        try:
+            if self._fd is None:
+                os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+                mode = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if self.append else os.O_TRUNC)
+                self._fd = os.open(self.path, mode, 0o644)
+                if self.on_file is not None:
+                    self.on_file(self.path)
+            append_whole(self._fd, "".join(line for _, line in pending).encode("utf-8"))
+        except OSError:
+            if self.on_lost is not None:
+                for camera, n in Counter(camera for camera, _ in pending).items():
+                    self.on_lost(camera, n)
+            raise
 
     def rotate(self, path: str) -> None:
         """Finish the current file; the next lines start `path` (a new segment's file)."""

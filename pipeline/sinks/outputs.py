@@ -14,6 +14,11 @@ before each write reaches the disk (JSON lines at each flush, video at each frag
 so a host that was only presumed dead (hung, cut off) never writes again when it wakes.
 A camera that returns under an id that ran before continues in new files (its next
 video segment, its JSON lines appended): nothing it wrote is overwritten.
+
+Every file is entered in the folder's record of what the run wrote (`WrittenIndex`)
+once it exists: retention removes nothing else. What a failed output could not write
+is counted per camera (`video_frames_lost`, `jsonl_lines_lost`): what its last file
+does not hold and every frame after.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ from pipeline.metrics.registry import Metrics
 from pipeline.sinks.jsonl import JsonlWriter, frame_record
 from pipeline.sinks.segments import START, CameraSegments, WallSegments, last_stamp
 from pipeline.sinks.video import OnPacket, VideoWriter, segment_path
+from pipeline.sinks.written import SHARED, WrittenIndex
 
 log = logging.getLogger("pipeline.sink")
 
@@ -92,10 +98,12 @@ class CameraOutputs:
     video and JSON lines move to their next files together, at the same frame; see
     `sinks.segments`. `is_open` tells retention which files are still being written."""
 
-    def __init__(self, outputs: OutputsConfig, metrics: Metrics, stage: str = "sink"):
+    def __init__(self, outputs: OutputsConfig, metrics: Metrics, stage: str = "sink",
+                 index: WrittenIndex | None = None):
         self.outputs = outputs
         self.metrics = metrics
         self.stage = stage  # the stage its errors are counted against
+        self.index = index or WrittenIndex(outputs.dir)
         self.video: dict[str, VideoWriter] = {}
         self.jsonl: dict[str, JsonlWriter] = {}
         self.segments: dict[str, CameraSegments] = {}  # cameras with time-named files
@@ -106,7 +114,11 @@ class CameraOutputs:
         self._shared_jsonl: JsonlWriter | None = None
         self._shared_segments: WallSegments | None = None
         if outputs.jsonl.enabled and "{camera}" not in outputs.jsonl.filename:
-            self._shared_jsonl = JsonlWriter(os.path.join(outputs.dir, outputs.jsonl.filename), outputs.jsonl.flush_s)
+            self._shared_jsonl = self._jsonl_writer(SHARED, os.path.join(outputs.dir, outputs.jsonl.filename))
+
+    def _jsonl_writer(self, cam: str, path: str, append: bool = False, lease=None) -> JsonlWriter:
+        return JsonlWriter(path, self.outputs.jsonl.flush_s, append, lease, on_file=lambda f: self.index.add(cam, f),
+                           on_lost=lambda c, n: self.metrics.lost(c, "jsonl", n))
 
     def open(self, cam: str, live: bool, resume: Resume = Resume(), on_packet: OnPacket | None = None) -> None:
         """Open the outputs of a camera (at start-up, or one added while running);
@@ -123,14 +135,15 @@ class CameraOutputs:
         if out.jsonl.enabled:
             with self._lock:
                 if self._shared_jsonl is not None and self._shared_jsonl.closed:  # every camera had ended
-                    self._shared_jsonl = JsonlWriter(self._shared_jsonl.path, out.jsonl.flush_s, append=True)
-                self.jsonl[cam] = self._shared_jsonl or JsonlWriter(out.jsonl_path(cam), out.jsonl.flush_s,
-                                                                    resume.append, lease)
+                    self._shared_jsonl = self._jsonl_writer(SHARED, self._shared_jsonl.path, append=True)
+                self.jsonl[cam] = self._shared_jsonl or self._jsonl_writer(cam, out.jsonl_path(cam), resume.append,
+                                                                           lease)
         if out.video.enabled:
             # live cameras (and cameras that may move between machines) write crash-safe fragmented MP4
             fragmented = out.video.fragmented if out.video.fragmented is not None else live or resume.segment > 0
             self.video[cam] = VideoWriter(out.video_path(cam), out.video, fragmented=fragmented,
-                                          segment=resume.segment, lease=lease, on_packet=on_packet)
+                                          segment=resume.segment, lease=lease, on_packet=on_packet,
+                                          on_file=lambda f: self.index.add(cam, f))
         self.metrics.outputs_opened(cam)
 
     def _open_segments(self, cam: str, live: bool) -> None:
@@ -152,9 +165,9 @@ class CameraOutputs:
             return
         writer = self.video.get(cam)
         seg = self.segments.get(cam)
-        start = seg.next(frame, writer is not None and writer.resized(frame)) if seg is not None else None
+        start = seg.next(frame, writer is not None and writer.needs_new_file(frame)) if seg is not None else None
         try:
-            if writer is not None and f"{cam}/video" not in self.failed:
+            if writer is not None and self._working(cam, "video"):
                 try:
                     if start is not None:
                         writer.cut(self.outputs.video_path(cam, start))
@@ -163,9 +176,9 @@ class CameraOutputs:
                     raise
                 except Exception as e:
                     self._fail(cam, "video", e)
-                    self._close_quietly(writer)
+                    self.metrics.lost(cam, "video", writer.abandon())
             jw = self.jsonl.get(cam)
-            if jw is not None and f"{cam}/jsonl" not in self.failed:
+            if jw is not None and self._working(cam, "jsonl"):
                 try:
                     self._next_jsonl(cam, jw, start)
                     jw.write(frame_record(frame))
@@ -176,6 +189,13 @@ class CameraOutputs:
         except Fenced as e:
             self._fence(cam, e)
         self._show_segment(cam, writer, start)
+
+    def _working(self, cam: str, output: str) -> bool:
+        """Whether the camera's output still writes; a frame for a failed one is lost."""
+        if f"{cam}/{output}" not in self.failed:
+            return True
+        self.metrics.lost(cam, output, 1)
+        return False
 
     def _next_jsonl(self, cam: str, jw: JsonlWriter, start: str | None) -> None:
         if jw is not self._shared_jsonl:
@@ -223,12 +243,17 @@ class CameraOutputs:
                     raise
                 except Exception as e:
                     self._fail(cam, "video", e)
+                    self.metrics.lost(cam, "video", writer.abandon())
             with self._lock:
                 jw = self.jsonl.pop(cam, None)
-                if jw is not None and jw is not self._shared_jsonl:
-                    jw.close()
-                if last and self._shared_jsonl is not None:
-                    self._shared_jsonl.close()
+                for closing in ([jw] if jw is not None and jw is not self._shared_jsonl else []) \
+                        + ([self._shared_jsonl] if last and self._shared_jsonl is not None else []):
+                    try:
+                        closing.close()
+                    except Fenced:
+                        raise
+                    except Exception as e:  # its last lines (counted lost) could not be written
+                        self._fail(cam, "jsonl", e)
         except Fenced as e:
             self._fence(cam, e)
         finally:
