@@ -21,7 +21,7 @@ import time
 import cv2
 import onnxruntime as ort
 
-from pipeline.config import Config, SourceConfig, entry_stage
+from pipeline.config import Config, ConfigError, SourceConfig, cameras_problem, entry_stage
 from pipeline.control import CameraControl
 from pipeline.engines.plan import plan_threads
 from pipeline.engines.registry import EngineRegistry, gpu_models, open_sessions
@@ -99,9 +99,14 @@ class Pipeline:
     # -- cameras while running ----------------------------------------------------------------
     def add_camera(self, source: SourceConfig, resume: Resume = Resume()) -> None:
         """Start one more camera while running (its analytics, if any, come from the graph's
-        specs); `resume` picks up a camera that ran elsewhere. The id must not be running."""
+        specs); `resume` picks up a camera that ran elsewhere. The id must not be running,
+        and the cameras with it must fit the machine (`ConfigError` naming the limit)."""
         if any(s.camera == source.id and s.running for s in self.sources):
             raise ValueError(f"camera {source.id} is already running")
+        running = [s.config for s in self.sources if s.running]
+        too_many = cameras_problem([*running, source], self.config.outputs)
+        if too_many:
+            raise ConfigError([f"camera {source.id} cannot be added: {too_many}"])
         self.sources = [s for s in self.sources if s.camera != source.id]
         started = self._source(source, resume)
         if self.started:

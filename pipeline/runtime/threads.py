@@ -9,20 +9,13 @@ against `total`.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from pipeline.config import Config
+from pipeline.config.limits import visible_cores
 
 log = logging.getLogger("pipeline.threads")
-
-
-def visible_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def plan_cores(config: Config) -> int:

@@ -204,3 +204,25 @@ def test_a_running_pipeline_adds_and_removes_cameras_on_its_own_port(model_path,
     lines = [json.loads(x) for x in (tmp_path / "out" / "detections.jsonl").read_text().splitlines()]
     assert any(line["camera"] == "dock" for line in lines)
     assert "campus" in p.cameras()
+
+
+def test_counts_no_machine_can_hold_are_400_naming_the_limit(controlled, sample_path, monkeypatch):
+    """100,000 decode threads over HTTP once froze every camera; a camera more than the
+    memory holds is refused too, and nothing starts."""
+    import threading
+
+    from pipeline.config.limits import machine
+
+    p, base = controlled
+    threads = threading.active_count()
+    body = {"id": "dock", "uri": sample_path("bikes.mp4"), "thread_count": 100000}
+    status, answer, _ = post(base, json.dumps(body).encode(), content_type="application/json")
+    assert status == 400 and answer.decode() == (f"body.thread_count: 100000 is over the limit of "
+                                                 f"{max(16, machine().cores)} (decode threads per camera: the "
+                                                 f"{machine().cores} visible cores, at least 16)\n")
+    monkeypatch.setattr("pipeline.config.limits.CAMERA_BYTES", machine().memory // 2)  # room for one camera
+    status, answer, _ = post(base, json.dumps({"id": "dock", "uri": sample_path("bikes.mp4")}).encode(),
+                             content_type="application/json")
+    assert status == 400 and answer.decode().startswith("camera dock cannot be added: 2 cameras are over the limit "
+                                                        "of 1 (each holds at least"), answer
+    assert p.cameras() == ["campus"] and threading.active_count() == threads
