@@ -68,6 +68,9 @@ class Pipeline:
     # -- building -------------------------------------------------------------------------
     def _build(self) -> None:
         cfg = self.config
+        too_many = cameras_problem(cfg.sources, cfg.outputs)
+        if too_many:
+            raise ConfigError([f"sources: {too_many}"])
         entry = entry_stage(cfg.graph)
         assert entry is not None, "read_graph refuses a graph that does not start with its entry stage"
         # Little's law: the batches in flight keep the detector busy; file frames waiting

@@ -24,7 +24,8 @@ import cv2
 import numpy as np
 import onnxruntime as ort
 
-from pipeline.config import Config, ConfigError, ModelConfig, is_url, load_yaml, output_path_problems, read_config
+from pipeline.config import (Config, ConfigError, ModelConfig, cameras_problem, is_url, load_yaml, output_path_problems,
+                             read_config)
 from pipeline.decoders.layouts import DetectionDecoder, LayoutError
 from pipeline.engines.binding import no_graph
 from pipeline.engines.plan import session_threads
@@ -237,6 +238,8 @@ def check(config_path: str, output_dir: str | None = None, report: str | None = 
     if cluster:
         config, found = cluster_problems(config)
         problems += found
+    elif too_many := cameras_problem(config.sources, config.outputs):
+        problems.append(f"sources: {too_many}")
     checked = Checked(config)
     checked.sessions, found = open_models(config)
     problems += found

@@ -172,9 +172,9 @@ def test_problems_never_show_a_secret(write_config, model_path, sample_path):
         assert not [p for p in problems if secret in p]
 
 
-def test_counts_beyond_what_the_machine_can_hold_are_refused_naming_the_limit(write_config, model_path, sample_path,
-                                                                               pipeline_cmd):
+def test_counts_beyond_what_the_machine_can_hold_are_refused_naming_the_limit(write_config, model_path, sample_path):
     from pipeline.config.limits import machine
+    from pipeline.preflight import check
 
     data = base(model_path, sample_path)
     data["sources"][0].update(thread_count=5000, queue={"size": 10**6})
@@ -183,9 +183,8 @@ def test_counts_beyond_what_the_machine_can_hold_are_refused_naming_the_limit(wr
         "zones": [{"name": "z", "polygon": [[i, i % 7] for i in range(2000)]}]}}}}]
     data["outputs"] = {"events": {"clips": {"pre_s": 10**6, "post_s": 5}, "mqtt": {"host": "x", "buffer": 10**9}}}
     data["runtime"] = {"queue_size": 10**5}
-    r = subprocess.run([*pipeline_cmd, "validate", "--config", write_config(data)], capture_output=True, text=True,
-                       cwd=ROOT, timeout=60)
-    assert r.returncode == 2
+    with pytest.raises(ConfigError) as e:
+        load_config(write_config(data))
     cores = machine().cores
     for line in (f"sources[0].thread_count: 5000 is over the limit of {max(16, cores)} (decode threads per camera: "
                  f"the {cores} visible cores, at least 16)",
@@ -195,11 +194,11 @@ def test_counts_beyond_what_the_machine_can_hold_are_refused_naming_the_limit(wr
                  "outputs.events.clips.pre_s: 1e+06 is over the limit of 600 (seconds of a clip before its event)",
                  "outputs.events.mqtt.buffer: 1e+09 is over the limit of 1e+06 (events held in memory)",
                  "runtime.queue_size: 100000 is over the limit of 256 (frames waiting in one queue)"):
-        assert line in r.stderr, (line, r.stderr)
+        assert line in e.value.problems, (line, e.value.problems)
     many = base(model_path, sample_path)
     most = machine().cameras()
     many["sources"] = [{"id": f"c{i}", "uri": "rtsp://127.0.0.1:1/x"} for i in range(most + 1)]
-    with pytest.raises(ConfigError) as e:
-        load_config(write_config(many))
-    assert e.value.problems == [f"sources: {most + 1} cameras are over the limit of {most} (each holds at least 32 MiB, "
-                                f"in half of this machine's {machine().memory / 2**30:.1f} GiB)"]
+    checked = check(write_config(many), for_run=False)  # what `validate` and `run` report, exit 2
+    checked.close()
+    assert checked.problems == [f"sources: {most + 1} cameras are over the limit of {most} (each holds at least 32 "
+                                f"MiB, in half of this machine's {machine().memory / 2**30:.1f} GiB)"]

@@ -103,9 +103,6 @@ def read_config(data: Any, base_dir: Path) -> tuple[Config, list[str]]:
     graph = read_graph(r, top.get("graph"), models, [s.id for s in sources if s.id])
     outputs = r.record(OutputsConfig, top.get("outputs"), "outputs")
     metrics = r.record(MetricsConfig, top.get("metrics"), "metrics")
-    too_many = cameras_problem(sources, outputs)
-    if too_many:
-        r.problem("sources", too_many)
     config = Config(sources, models, graph, outputs, metrics, runtime, base_dir)
     if not r.problems:
         r.problems += output_path_problems(config)
@@ -113,8 +110,10 @@ def read_config(data: Any, base_dir: Path) -> tuple[Config, list[str]]:
 
 
 def cameras_problem(sources: list[SourceConfig], outputs: OutputsConfig) -> str | None:
-    """Why these cameras cannot run together on this machine (None: they can): too many
-    for its memory, or too many threads for its system (see `config.limits`)."""
+    """Why these cameras cannot run together in one process on this machine (None: they
+    can): too many for its memory, or too many threads for its system (see
+    `config.limits`). Checked where a process takes its cameras (a cluster spreads a
+    config's cameras over its hosts, each checking its own)."""
     clips = outputs.events.clips
     return camera_problems(len(sources), sum(camera_threads(s.thread_count) for s in sources),
                            int(clips.max_mb * 1e6) if clips is not None else 0)

@@ -225,4 +225,5 @@ def test_counts_no_machine_can_hold_are_400_naming_the_limit(controlled, sample_
                              content_type="application/json")
     assert status == 400 and answer.decode().startswith("camera dock cannot be added: 2 cameras are over the limit "
                                                         "of 1 (each holds at least"), answer
-    assert p.cameras() == ["campus"] and threading.active_count() == threads
+    assert p.cameras() == ["campus"] and "dock" not in p.snapshot()["cameras"]
+    assert threading.active_count() < threads + 8  # no decoder of 100,000 threads was ever made
