@@ -1,12 +1,14 @@
 """Does a camera's memory grow with the time it has run? One looping, realtime file camera
 with the config's graph (tracking by default) runs in this process for `--minutes`; the
-process RSS (VmRSS) is sampled every `--interval` seconds. It prints the RSS when the
-warm-up ends and at the end, the range (highest less lowest) and the least-squares slope
-after the warm-up; `--out` writes the samples as JSON, `--plot` draws them as a PNG.
+process RSS (VmRSS) is sampled every `--interval` seconds, with the frames waiting in the
+run's queues and the machine's load average (what the memory carries at that moment). It
+prints the RSS when the warm-up ends and at the end, the range (highest less lowest) and
+the least-squares slope after the warm-up; `--out` writes the samples as JSON, `--plot`
+draws them as a PNG.
 
 A benchmark, not a test: the slope is what matters (a plain MP4 keeps every frame's index
-entry until it is closed; time-segmented outputs bound that), and the machine's other load
-shows as dropped frames, not as memory.
+entry until it is closed; time-segmented outputs bound that); the machine's other load
+shows as dropped frames, and as frames waiting in the queues, which the memory holds.
 
     python scripts/rss_soak.py --minutes 10 --out bench/rss_soak.json
     python scripts/rss_soak.py --set outputs.video.segment_s=5 --set outputs.retain.max_gb=0.05
@@ -86,12 +88,15 @@ def run(args: argparse.Namespace, out_dir: str) -> dict:
         raise SystemExit(2) from None
     pipeline = Pipeline(config)
     samples: list[tuple[float, float]] = []
+    load: list[tuple[float, int, float]] = []  # (time, frames waiting in the run's queues, the machine's load average)
     t0 = time.monotonic()
     pipeline.start()
     ended = False
     try:
         while (now := time.monotonic() - t0) < args.minutes * 60:
             samples.append((round(now, 1), round(rss_mib(), 2)))
+            queued = sum(q["depth"] for q in pipeline.snapshot()["queues"].values())
+            load.append((round(now, 1), queued, round(os.getloadavg()[0], 2)))
             if pipeline.wait(min(args.interval, args.minutes * 60 - now)):
                 ended = True  # a looping camera ends only when it fails
                 break
@@ -102,7 +107,7 @@ def run(args: argparse.Namespace, out_dir: str) -> dict:
         pipeline.close()
     snap = pipeline.snapshot()
     camera = next(iter(snap["cameras"].values()))
-    return {"samples": samples, "ended_early": ended, "processed": snap["processed"],
+    return {"samples": samples, "load": load, "ended_early": ended, "processed": snap["processed"],
             "dropped": camera["dropped"], "camera_state": camera.get("state"),
             "files_left": len(os.listdir(out_dir)), "config_set": args.set}
 
@@ -150,7 +155,15 @@ def plot(result: dict, path: str) -> None:
     ax.set_ylabel("process RSS (MiB)")
     ax.set_title(f"after warm-up: range {result['range_after_warmup_mib']:.2f} MiB, "
                  f"slope {result['slope_mib_per_min']:+.4f} MiB/min ({' '.join(result['config_set'])})", fontsize=9)
-    ax.legend(fontsize=8)
+    if result.get("load"):  # what the memory carries at the moment: frames waiting in the queues
+        queued = ax.twinx()
+        queued.plot([t / 60 for t, _, _ in result["load"]], [n for _, n, _ in result["load"]], color="0.6",
+                    linewidth=0.8, label="frames waiting in the queues (right)")
+        queued.plot([t / 60 for t, _, _ in result["load"]], [la for _, _, la in result["load"]], color="tab:orange",
+                    linewidth=0.8, label="machine load average, 1 min (right)")
+        queued.set_ylabel("frames waiting / load average")
+        queued.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

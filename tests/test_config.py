@@ -172,7 +172,8 @@ def test_problems_never_show_a_secret(write_config, model_path, sample_path):
         assert not [p for p in problems if secret in p]
 
 
-def test_counts_beyond_what_the_machine_can_hold_are_refused_naming_the_limit(write_config, model_path, sample_path):
+def test_counts_beyond_what_the_machine_can_hold_are_refused_naming_the_limit(write_config, model_path, sample_path,
+                                                                               monkeypatch):
     from pipeline.config.limits import machine
     from pipeline.preflight import check
 
@@ -195,10 +196,12 @@ def test_counts_beyond_what_the_machine_can_hold_are_refused_naming_the_limit(wr
                  "outputs.events.mqtt.buffer: 1e+09 is over the limit of 1e+06 (events held in memory)",
                  "runtime.queue_size: 100000 is over the limit of 256 (frames waiting in one queue)"):
         assert line in e.value.problems, (line, e.value.problems)
+    assert machine().cameras() == machine().memory // 2 // (32 * 2**20)  # each camera at least 32 MiB: here
+    monkeypatch.setattr("pipeline.config.limits.CAMERA_BYTES", machine().memory // 4)  # a machine for 2 cameras
     many = base(model_path, sample_path)
-    most = machine().cameras()
-    many["sources"] = [{"id": f"c{i}", "uri": "rtsp://127.0.0.1:1/x"} for i in range(most + 1)]
+    many["sources"] = [{"id": f"c{i}", "uri": "rtsp://127.0.0.1:1/x"} for i in range(3)]
     checked = check(write_config(many), for_run=False)  # what `validate` and `run` report, exit 2
     checked.close()
-    assert checked.problems == [f"sources: {most + 1} cameras are over the limit of {most} (each holds at least 32 "
-                                f"MiB, in half of this machine's {machine().memory / 2**30:.1f} GiB)"]
+    assert checked.problems == [f"sources: 3 cameras are over the limit of 2 (each holds at least "
+                                f"{machine().memory // 4 // 2**20} MiB, in half of this machine's "
+                                f"{machine().memory / 2**30:.1f} GiB)"]
