@@ -183,6 +183,7 @@ class Frame:
     events: list[Event] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     stamps: dict[str, float] = field(default_factory=dict)
+    record_time: float | None = None  # its time on the camera's recording's timeline (None: not recorded)
 
     def stamp(self, boundary: str) -> None:
         self.stamps[boundary] = time.perf_counter()

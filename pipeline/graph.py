@@ -86,11 +86,11 @@ class Pipeline:
 
     def _source(self, s: SourceConfig, resume: Resume) -> VideoSource:
         assert s.queue.policy is not None
-        self.sink.add_camera(s.id, bool(s.live), resume)
+        self.sink.add_camera(s.id, bool(s.live), resume, self.config.outputs.record_for(s.record))
         port = self.ingress.add_camera(s.id, s.queue.size or self.ingress.read_budget, s.queue.policy)
         self.plan.add_camera(s.thread_count)
         source = VideoSource(s, Preprocessor(self.config.detector), port, self.metrics, self.control,
-                             self.max_frames, resume)
+                             self.max_frames, resume, recording=self.sink.files.recordings.get(s.id))
         self.sources.append(source)
         return source
 

@@ -86,7 +86,7 @@ def is_url(uri: str) -> bool:
 
 # -- the reader -----------------------------------------------------------------------------
 _TYPE_NAMES = {int: "integer", float: "number", str: "string", bool: "true/false", list: "list", dict: "mapping"}
-URL_FIELDS = ("uri", "url")
+URL_FIELDS = ("uri", "url", "detect_uri")
 
 
 def secret_field(where: str) -> bool:

@@ -1,6 +1,8 @@
-"""The files each camera writes: its annotated video and its JSON lines.
+"""The files each camera writes: its annotated video, its JSON lines and its recording
+(`sinks.recording`: every JSON line of a recorded camera names the recording's file and
+the frame's time in it, its boxes in the recording's pixels).
 
-The two outputs fail separately: a video writer that fails (disk full, a folder that
+The outputs fail separately: a video writer that fails (disk full, a folder that
 vanished) stops that camera's video loudly (one error line, the camera's detail, the
 exit status) while its JSON lines go on, and the reverse. With `{camera}` in the JSON
 lines file name each camera has its own file; without it the cameras share one, closed
@@ -15,13 +17,16 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import replace
+from typing import Callable
 
 from pipeline.config import OutputsConfig
+from pipeline.config.outputs import RecordConfig
 from pipeline.frames import Frame, Resume
 from pipeline.metrics.registry import Metrics
 from pipeline.sinks.encoder import OnPacket, VideoWriter, segment_path
 from pipeline.sinks.jsonl import JsonlFiles, frame_record
 from pipeline.sinks.lease import Fenced, Lease
+from pipeline.sinks.recording import Recording
 from pipeline.sinks.segments import START, CameraSegments, last_stamp
 
 log = logging.getLogger("pipeline.sink")
@@ -32,6 +37,15 @@ def next_segment(path: str) -> int:
     while os.path.exists(segment_path(path, n)):
         n += 1
     return n
+
+
+def open_recording(out: OutputsConfig, cam: str, live: bool, record: RecordConfig,
+                   on_failure: Callable[[BaseException], None]) -> Recording:
+    """A camera's recording: it writes from the camera's first keyframe on, named after
+    any of its recordings already on disk."""
+    return Recording(cam, out.dir, record, record.segment_for(live, out.video.segment_s), live,
+                     path=lambda stamp: out.record_path(cam, record.filename, stamp),
+                     after=last_stamp(out.record_path(cam, record.filename)), on_failure=on_failure)
 
 
 class CameraOutputs:
@@ -47,13 +61,16 @@ class CameraOutputs:
         self.video: dict[str, VideoWriter] = {}
         self.jsonl = JsonlFiles(outputs.jsonl, outputs.jsonl_path)
         self.segments: dict[str, CameraSegments] = {}  # cameras with time-named files
+        self.recordings: dict[str, Recording] = {}
         self.failed: dict[str, str] = {}  # "camera/output" -> why it stopped
         self.fenced: set[str] = set()  # cameras whose lease another writer took: nothing more is written
         self.ran: set[str] = set()  # cameras opened before: an id that returns continues its files
 
-    def open(self, cam: str, live: bool, resume: Resume = Resume(), on_packet: OnPacket | None = None) -> None:
+    def open(self, cam: str, live: bool, resume: Resume = Resume(), on_packet: OnPacket | None = None,
+             record: RecordConfig | None = None) -> None:
         """Open the outputs of a camera (at start-up, or one added while running);
-        `on_packet` sees every packet its video encoder makes, in every segment (event clips)."""
+        `on_packet` sees every packet its video encoder makes, in every segment (event
+        clips); `record`: its recording's settings (`record_for`), where it has one."""
         out = self.outputs
         self.failed = {k: v for k, v in self.failed.items() if not k.startswith(f"{cam}/")}
         self.fenced.discard(cam)
@@ -70,6 +87,10 @@ class CameraOutputs:
             fragmented = out.video.fragmented if out.video.fragmented is not None else live or resume.segment > 0
             self.video[cam] = VideoWriter(out.video_path(cam), out.video, fragmented=fragmented,
                                           segment=resume.segment, lease=lease, on_packet=on_packet)
+        if record is not None and record.enabled:
+            recording = self.recordings[cam] = open_recording(out, cam, live, record,
+                                                              lambda e: self._fail(cam, "recording", e))
+            self.metrics.camera(cam).recording = recording.stats
         self.metrics.outputs_opened(cam)
 
     def _open_segments(self, cam: str, live: bool) -> None:
@@ -101,8 +122,10 @@ class CameraOutputs:
                     self._fail(cam, "video", e)
                     self._close_quietly(writer)
             if cam in self.jsonl.writers and f"{cam}/jsonl" not in self.failed:
+                recording = self.recordings.get(cam)
+                spot = recording.spot(frame.record_time) if recording is not None else None
                 try:
-                    self.jsonl.next(cam, start).write(frame_record(frame))
+                    self.jsonl.next(cam, start).write(frame_record(frame, spot, recorded=recording is not None))
                 except Fenced:
                     raise
                 except Exception as e:
@@ -121,7 +144,8 @@ class CameraOutputs:
 
     def is_open(self, path: str) -> bool:
         """Whether a file is still being written (retention never removes it)."""
-        files = [w.open_file for w in list(self.video.values())] + self.jsonl.open_files()
+        files = [w.open_file for w in list(self.video.values())] + self.jsonl.open_files() \
+            + [r.open_file for r in list(self.recordings.values())]
         return os.path.abspath(path) in {os.path.abspath(f) for f in files if f}
 
     def _fence(self, cam: str, why: Fenced) -> None:
@@ -150,6 +174,9 @@ class CameraOutputs:
         except Fenced as e:
             self._fence(cam, e)
         finally:
+            recording = self.recordings.pop(cam, None)
+            if recording is not None:
+                recording.close()  # after its camera's last packet: the main stream's reader has ended
             self.video.pop(cam, None)
             self.jsonl.writers.pop(cam, None)
             self.segments.pop(cam, None)
