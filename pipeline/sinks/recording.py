@@ -27,12 +27,13 @@ from pipeline.config.outputs import RecordConfig
 from pipeline.errors import one_line
 from pipeline.metrics.snapshot import RecordingStats
 from pipeline.sinks.clips import Held
-from pipeline.sinks.recording_file import SegmentFile, refusal
+from pipeline.sinks.recording_file import SegmentFile, elsewhere, refusal
 from pipeline.sinks.recording_timeline import Link, RecordingSpot, Segment, SegmentPlan
 
 log = logging.getLogger("pipeline.recording")
 
 STALL_S = 2.0  # a connected live stream that sends nothing this long has stalled
+AUDIO_WAITING = 256  # audio packets of a connection held for its first keyframe, at most
 AUDIO = object()  # in the segment slot of a queue item: an audio packet
 
 
@@ -83,8 +84,8 @@ class Recording:
         if self._stopped:
             return
         if packet.stream_index != link.index:
-            if packet.stream_index == link.audio_index and not self._skipping and link.offset is not None:
-                self._put((packet, link, 0, 0, AUDIO))
+            if packet.stream_index == link.audio_index:
+                self._audio(packet, link)
             return
         pts, dts = packet.pts, packet.dts
         if pts is None or dts is None or link.held or link.stepping or (link.last_dts is not None
@@ -114,12 +115,22 @@ class Recording:
             self._hole = None
         self._skipping = False
         self._queue.put_nowait((packet, link, pts + link.offset, dts + link.offset, segment))
+        if link.audio_waiting:
+            waiting, link.audio_waiting = link.audio_waiting, []
+            for audio in waiting:
+                self._audio(audio, link)
 
-    def _put(self, item: tuple) -> None:
-        try:
-            self._queue.put_nowait(item)
-        except queue.Full:
-            self.stats.dropped += 1
+    def _audio(self, packet, link: Link) -> None:
+        """Audio goes where the video is recorded; before the connection's first keyframe it
+        waits for it (a file's audio may come first)."""
+        if link.offset is None:
+            if len(link.audio_waiting) < AUDIO_WAITING:
+                link.audio_waiting.append(packet)
+        elif not self._skipping:
+            try:
+                self._queue.put_nowait((packet, link, 0, 0, AUDIO))
+            except queue.Full:
+                self.stats.dropped += 1
 
     def _drop(self, link: Link, pts: int) -> None:
         """The writer is behind: drop up to the next keyframe, a hole in the recording."""
@@ -250,14 +261,14 @@ class RecordingWriter:
         audio = link.audio
         if audio is not None:
             ext = os.path.splitext(segment.path)[1].lower()
-            why = refusal(ext, audio)
+            why = refusal(ext, audio, link.audio_codec)
             if why is not None:
                 audio = None
-                self.stats.audio = f"left out: the {ext} container cannot hold {link.audio.codec_context.name} ({why})"
-                self.recording._say(f"audio {self.stats.audio}; record to .mkv to keep it")
+                self.stats.audio = f"left out: the {ext} container cannot hold {link.audio_codec} ({why})"
+                self.recording._say(f"audio {self.stats.audio}; {elsewhere(link.audio, link.audio_codec)}")
             else:
                 self.stats.audio = "copied"
-        self._file = SegmentFile(segment.path, link.video, audio)
+        self._file = SegmentFile(segment.path, link.video, link.codec, audio)
         self._segment = segment
         self._audio_last = None
         self.stats.segments += 1

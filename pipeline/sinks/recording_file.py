@@ -31,11 +31,11 @@ def options_for(ext: str) -> dict[str, str]:
 _REFUSALS: dict[tuple[str, str, str], str | None] = {}
 
 
-def refusal(ext: str, stream) -> str | None:
-    """Why a file of this extension cannot hold `stream` (None: it can), found once per
-    kind of stream on an empty file in memory: some refusals come only when the header is
-    written (PCM audio in MP4)."""
-    key = (ext, stream.type, stream.codec_context.name)
+def refusal(ext: str, stream, codec: str) -> str | None:
+    """Why a file of this extension cannot hold `stream` (of `codec`; None: it can), found
+    once per kind of stream on an empty file in memory: some refusals come only when the
+    header is written (PCM audio in MP4)."""
+    key = (ext, stream.type, codec)
     if key not in _REFUSALS:
         try:
             with av.open(io.BytesIO(), "w", format=FORMATS[ext], options=options_for(ext)) as probe:
@@ -47,16 +47,23 @@ def refusal(ext: str, stream) -> str | None:
     return _REFUSALS[key]
 
 
-class SegmentFile:
-    """A segment being written. `audio`: copy the connection's audio stream (None: none)."""
+def elsewhere(stream, codec: str) -> str:
+    """Where such a stream can be recorded instead (a hint for the message)."""
+    holders = [ext for ext in FORMATS if refusal(ext, stream, codec) is None]
+    return f"record to {' or '.join(holders)} to keep it" if holders else "no container recorded here holds it"
 
-    def __init__(self, path: str, video, audio=None):
+
+class SegmentFile:
+    """A segment being written: its streams made from `video` (of `codec`) and `audio`
+    (None: none)."""
+
+    def __init__(self, path: str, video, codec: str, audio=None):
         self.path = path
         ext = os.path.splitext(path)[1].lower()
-        why = refusal(ext, video)
+        why = refusal(ext, video, codec)
         if why is not None:
-            raise RecordingError(f"the {ext} container cannot hold {video.codec_context.name} video ({why}); "
-                                 f"record to .mkv (outputs.record.filename)")
+            raise RecordingError(f"the {ext} container cannot hold {codec} video ({why}); "
+                                 f"{elsewhere(video, codec)} (outputs.record.filename)")
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         self.container = av.open(path, "w", format=FORMATS[ext], options=options_for(ext))
         try:

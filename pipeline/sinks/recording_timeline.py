@@ -17,11 +17,14 @@ holds which stretch of it, and where a frame of the analysis lies in those files
 """
 from __future__ import annotations
 
+import io
 import os
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable
+
+import av
 
 from pipeline.sinks.segments import SegmentClock
 
@@ -70,20 +73,27 @@ class Link:
     repair of timestamps it lacks (see the module's docstring)."""
 
     def __init__(self, video, audio, rate: Fraction):
-        self.video = video
-        self.audio = audio
         self.index = video.index
         self.audio_index = audio.index if audio is not None else -1
         self.time_base: Fraction = video.time_base or Fraction(1, 90000)
         self.seconds = float(self.time_base)  # per tick, for the per-frame arithmetic
         self.step = max(1, round(1 / (rate * self.time_base)))
-        cc = video.codec_context
-        self.params = (cc.name, video.width, video.height, bytes(cc.extradata or b""), self.time_base)
+        self.codec = video.codec_context.name
+        self.audio_codec = audio.codec_context.name if audio is not None else ""
+        self.width, self.height = video.width, video.height
+        self.params = (self.codec, self.width, self.height, bytes(video.codec_context.extradata or b""),
+                       self.time_base)
+        # the streams' parameters, kept in a container of their own: the writer and the
+        # clips make their streams from them after the connection has closed
+        self._holder = av.open(io.BytesIO(), "w", format="null")  # takes any codec
+        self.video = self._holder.add_stream_from_template(video)
+        self.audio = self._holder.add_stream_from_template(audio) if audio is not None else None
         self.offset: int | None = None  # set at its first keyframe
         self.audio_offset = 0
         self.last_dts: int | None = None
         self.max_pts: int | None = None
         self.held: list = []  # packets with a pts and no dts yet
+        self.audio_waiting: list = []  # audio packets before its first keyframe
         self.stepping = False  # timed by the frame rate
 
     def repair(self, packet) -> list[tuple[object, int, int]]:
@@ -187,8 +197,8 @@ class SegmentPlan:
         if stamp is None:
             return None
         path = self.path(stamp)
-        segment = Segment(os.path.relpath(path, self.root), path, t, base, link.time_base, link.video.width,
-                          link.video.height, link.params)
+        segment = Segment(os.path.relpath(path, self.root), path, t, base, link.time_base, link.width, link.height,
+                          link.params)
         self.segments = self.segments[-KEEP_SEGMENTS + 1:] + [segment]
         return segment
 
