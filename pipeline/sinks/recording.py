@@ -56,7 +56,8 @@ class Recording:
         self._queue: queue.Queue = queue.Queue(config.queue)
         self._stopped = False
         self._skipping = True  # until a keyframe: a connection's start, or after packets were dropped
-        self._hole: list[float] | None = None
+        self._behind = False  # packets are being dropped: the writer fell behind
+        self._hole: list[float] | None = None  # the stretch of the timeline not recorded, open until a keyframe
         self._last_link: Link | None = None
         self._after: tuple | None = None  # where the next connection continues
         self._links = 0
@@ -75,9 +76,14 @@ class Recording:
         return link
 
     def disconnect(self) -> None:
+        """The connection ended: a live camera's recording has a hole until it is back."""
         self.writer.connected = False
         if self.live and not self._stopped:
             self.stats.state = "reconnecting"
+            end = self._last_link.end() if self._last_link is not None else None
+            if end is not None and self._hole is None and self.plan.segments:
+                self._hole = [float(end[0]), math.inf]
+                self.plan.segments[-1].holes.append(self._hole)
 
     def packet(self, packet, link: Link) -> None:
         """Every packet the connection demuxes, before it is decoded."""
@@ -103,7 +109,7 @@ class Recording:
     def _video(self, packet, link: Link, pts: int, dts: int) -> None:
         key = packet.is_keyframe
         if self._skipping and not key:
-            if self._hole is not None:
+            if self._behind:
                 self.stats.dropped += 1
             return
         if self._queue.full():
@@ -113,7 +119,9 @@ class Recording:
         if self._hole is not None:
             self._hole[1] = (pts + link.offset) * link.seconds
             self._hole = None
-        self._skipping = False
+        if self._skipping:
+            self.stats.state = "recording"  # from a keyframe: the start, its stream back, the writer caught up
+        self._skipping = self._behind = False
         self._queue.put_nowait((packet, link, pts + link.offset, dts + link.offset, segment))
         if link.audio_waiting:
             waiting, link.audio_waiting = link.audio_waiting, []
@@ -135,7 +143,7 @@ class Recording:
     def _drop(self, link: Link, pts: int) -> None:
         """The writer is behind: drop up to the next keyframe, a hole in the recording."""
         self.stats.dropped += 1
-        self._skipping = True
+        self._skipping = self._behind = True
         if self._hole is None and link.offset is not None and self.plan.segments:
             self.stats.gaps += 1
             self._hole = [(pts + link.offset) * link.seconds, math.inf]
@@ -240,8 +248,6 @@ class RecordingWriter:
         if pts * link.seconds > self.written_s:
             self.written_s = pts * link.seconds
         self._count(packet.size)
-        if self.stats.state != "recording":
-            self.stats.state = "recording"  # its stream is back
 
     def _write_audio(self, packet, link: Link) -> None:
         if self._file is None or self._file.audio is None or packet.pts is None or packet.dts is None:
