@@ -13,6 +13,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -143,7 +144,10 @@ class Event:
     time: float | None = None
     snapshot: str | None = None
     crop: str | None = None
+    snapshot_error: str | None = None  # why a picture named above could not be written (it is left out)
     clip: str | None = None
+    clip_pre_s: float | None = None  # the clip's pre-roll, where the byte budget made it shorter than `pre_s`
+    clip_note: str | None = None
 
     def to_dict(self) -> dict:
         """Its JSON form: `class` for `cls`, unset fields left out."""
@@ -165,13 +169,17 @@ class Frame:
     `seq` counts decoded frames per camera (gaps mean drops); `order` is assigned when the
     frame enters the first batching stage and is gap-free per camera, which is what the
     reorder buffers after asynchronous stages wait on.
+
+    `image` is the BGR picture, made from the decoded `picture` (an `av.VideoFrame`) the
+    first time a stage asks for it: a frame nobody draws on, crops or shows is never
+    converted (`converted` says whether it was).
     """
 
     camera: str
     seq: int
     pts: int | None
     time_base: Fraction | None
-    image: np.ndarray
+    image: np.ndarray | None = field(repr=False)
     t_capture: float
     rate: Fraction | None = None
     order: int = -1
@@ -183,6 +191,7 @@ class Frame:
     events: list[Event] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     stamps: dict[str, float] = field(default_factory=dict)
+    picture: Any = field(default=None, repr=False)  # the decoded av.VideoFrame, until converted
     record_time: float | None = None  # its time on the camera's recording's timeline (None: not recorded)
 
     def stamp(self, boundary: str) -> None:
@@ -193,6 +202,23 @@ class Frame:
         if self.pts is None or self.time_base is None:
             return None
         return float(self.pts * self.time_base)
+
+
+def _image(frame: Frame) -> np.ndarray:
+    if frame._image is None:
+        if frame.picture is None:
+            raise ValueError(f"frame {frame.camera}/{frame.seq} has no picture")
+        frame._image = frame.picture.to_ndarray(format="bgr24", threads=1)  # swscale would start a pool per camera
+        frame.picture = None
+    return frame._image
+
+
+def _set_image(frame: Frame, image: np.ndarray | None) -> None:
+    frame._image = image
+
+
+Frame.image = property(_image, _set_image)  # type: ignore[assignment]  # a field made on first use
+Frame.converted = property(lambda f: f._image is not None)  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -219,7 +245,7 @@ class Resume:
     id), the video segment to write next (`<name>.partN`; with time-named segments the
     number of segments on disk, and the next is named after the newest of them), whether
     its JSON lines continue an existing file, and the lease its writers hold (`epoch`, 0:
-    unfenced; see `sinks.outputs.Lease`)."""
+    unfenced; see `sinks.lease.Lease`)."""
 
     start_at: int = 0
     seq: int = 0

@@ -3,8 +3,9 @@ graph (a `Pipeline`, or the cluster's driver) through `run()`, so the progress l
 signals, the summary, the report and the exit status mean the same everywhere.
 
 Exit status: 0 done; 1 every camera failed, an output could not be written, or an event
-was lost; 2 bad configuration or a start-up failure (`StartupError`: a port in use, an
-output folder held by another run); 130 interrupted by a signal (outputs finalised).
+or an event's picture was lost; 2 bad configuration or a start-up failure
+(`StartupError`: a port in use, an output folder held by another run); 130 interrupted
+by a signal (outputs finalised).
 Signals: the first stops the cameras and drains what is under way; the second aborts
 (queued work discarded, files finalised at once); once the files are final, signals are
 ignored.
@@ -62,7 +63,8 @@ def exit_status(snap: Snapshot, outputs_failed: dict[str, str], interrupted: boo
     if interrupted:
         return INTERRUPTED
     cams = snap.cameras.values()
-    if outputs_failed or snap.events_lost or (cams and all(c.state == "failed" for c in cams)):
+    snapshots_lost = any(c.snapshots_lost for c in cams)
+    if outputs_failed or snap.events_lost or snapshots_lost or (cams and all(c.state == "failed" for c in cams)):
         return FAILED
     return DONE
 

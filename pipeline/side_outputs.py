@@ -36,7 +36,8 @@ class SideOutputs:
         if self.events is not None:
             pipeline.metrics.state_listeners.append(self.events.camera_state)
         self.recent = RecentEvents()
-        self.evidence = EventEvidence(out.dir, out.events, self.events, self.recent)
+        self.evidence = EventEvidence(out.dir, out.events, self.events, self.recent,
+                                      on_lost=pipeline.metrics.snapshot_lost)
         self.retention = OutputRetention(
             out, lambda path: pipeline.is_open(path) or self.evidence.is_open(path), pipeline.metrics)
         self.preview: Preview | None = None

@@ -54,6 +54,25 @@ def test_three_mistakes_are_all_reported_with_their_paths(write_config, model_pa
     assert len(problems) == 3
 
 
+def test_special_files_are_refused_as_sources_by_path_and_by_file_url(write_config, model_path, sample_path,
+                                                                       tmp_path, fifo):
+    """A `file://` URL was never checked: a FIFO hung `validate` and `run` in its open."""
+    pipe = fifo()
+    data = base(model_path, sample_path)
+    data["sources"] = [{"id": "a", "uri": pipe}, {"id": "b", "uri": f"file://{pipe}"},
+                       {"id": "c", "uri": f"cache:file://{pipe}"}, {"id": "d", "uri": "/dev/zero"},
+                       {"id": "e", "uri": f"file://{tmp_path}"}, {"id": "f", "uri": f"file://{tmp_path}/none.mp4"},
+                       {"id": "g", "uri": f"file://{sample_path('bikes.mp4')}"}]
+    with pytest.raises(ConfigError) as e:
+        load_config(write_config(data))
+    assert e.value.problems == [f"sources[0].uri: not a regular file (a FIFO): {pipe}",
+                                f"sources[1].uri: not a regular file (a FIFO): file://{pipe}",
+                                f"sources[2].uri: not a regular file (a FIFO): cache:file://{pipe}",
+                                "sources[3].uri: not a regular file (a character device): /dev/zero",
+                                f"sources[4].uri: not a regular file (a directory): file://{tmp_path}",
+                                f"sources[5].uri: file not found: file://{tmp_path}/none.mp4"]
+
+
 def test_type_errors_name_the_field(write_config, model_path, sample_path):
     data = base(model_path, sample_path)
     data["models"]["det"]["batching"]["max_batch"] = "four"

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from pipeline.config.model_file import MAX_INPUT_SIDE
 from pipeline.config.schema import (INVALID, Reader, internal, non_negative, option, positive, read_file, read_path,
                                     within)
 
@@ -13,13 +14,17 @@ Layout = Literal["yolox", "yolov5", "yolov8", "e2e", "classifier"]
 LAYOUTS: tuple[str, ...] = ("yolox", "yolov5", "yolov8", "e2e", "classifier")
 
 
+def _side(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_INPUT_SIDE
+
+
 def read_size(r: Reader, raw: Any, where: str) -> tuple[int, int] | Any:
-    if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0:
+    if _side(raw):
         return (raw, raw)
-    if (isinstance(raw, list) and len(raw) == 2
-            and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in raw)):
+    if isinstance(raw, list) and len(raw) == 2 and all(_side(v) for v in raw):
         return (raw[0], raw[1])
-    r.problem(where, f"expected a positive integer or [width, height], got {raw!r}")
+    r.problem(where, f"expected a positive integer or [width, height], at most {MAX_INPUT_SIDE} a side, "
+                     f"got {raw!r}")
     return INVALID
 
 

@@ -58,6 +58,8 @@ def _camera_metrics(cams: dict[str, CameraSnapshot]) -> Iterator[Metric]:
                    [([c], v.errors) for c, v in cams.items()])
     yield _counter("pipeline_camera_decode_errors", "Unreadable packets skipped per camera", ["camera"],
                    [([c], v.decode_errors) for c, v in cams.items()])
+    yield _counter("pipeline_camera_snapshots_lost", "Event pictures (frames, crops) not written per camera",
+                   ["camera"], [([c], v.snapshots_lost) for c, v in cams.items()])
     yield _counter("pipeline_camera_reconnects", "Reconnects of live cameras", ["camera"],
                    [([c], v.reconnects) for c, v in cams.items()])
     yield _counter("pipeline_camera_downtime_seconds", "Time live cameras were disconnected", ["camera"],

@@ -53,6 +53,7 @@ class CameraStats:
     counts: dict[tuple[str, str, str], int] = field(default_factory=lambda: defaultdict(int))  # (name, event, class)
     occupancy: dict[str, int] = field(default_factory=dict)  # zone -> objects inside now
     segment: str = ""  # the file name of the video (or JSON lines) segment being written
+    snapshots_lost: int = 0  # event pictures (frames, crops) that could not be written
     recording: RecordingStats | None = None  # its recording's health (None: not recorded)
 
     def nested_counts(self) -> dict[str, dict[str, dict[str, int]]]:
@@ -70,7 +71,7 @@ class CameraStats:
             dropped=dict(self.dropped), errors=self.errors, decode_errors=self.decode_errors,
             output_errors=dict(self.output_errors), fps=round(fps, 2), reconnects=self.reconnects,
             downtime_s=round(self.downtime_s, 2), latency=Latency.of(self.latency), counts=self.nested_counts(),
-            occupancy=dict(self.occupancy), segment=self.segment,
+            occupancy=dict(self.occupancy), segment=self.segment, snapshots_lost=self.snapshots_lost,
             recording=dataclasses.replace(self.recording) if self.recording is not None else None)
 
 
@@ -197,6 +198,10 @@ class Metrics:
             self.camera(cam).errors += 1
             if stage is not None:
                 self.stages[stage].errors += 1
+
+    def snapshot_lost(self, cam: str, pictures: int = 1) -> None:
+        with self._lock:
+            self.camera(cam).snapshots_lost += pictures
 
     def frame_in(self, cam: str) -> None:
         with self._lock:

@@ -40,6 +40,8 @@ def _notes(c: CameraSnapshot) -> list[str]:
     if c.recording is not None:
         notes.append(recording_note(c.recording))
     notes += [f"{output} output failed: {why}" for output, why in c.output_errors.items()]
+    if c.snapshots_lost:
+        notes.append(f"{c.snapshots_lost} snapshot picture(s) LOST")
     for name, events in c.counts.items():
         for event, per_class in events.items():
             notes += [f"{name}.{event}.{cls}={n}" for cls, n in per_class.items()]

@@ -69,6 +69,7 @@ class CameraSnapshot:
     counts: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # line or zone -> event -> class -> n
     occupancy: dict[str, int] = field(default_factory=dict)  # zone -> objects inside now
     segment: str = ""
+    snapshots_lost: int = 0  # event pictures (frames, crops) that could not be written
     recording: RecordingStats | None = None
     host: str | None = None  # on a cluster: where it runs (None: its host died), its node, how often it moved
     node: str | None = None

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.config import ModelConfig
-from pipeline.config.schema import Reader
+from pipeline.config.schema import Reader, file_problem
 from pipeline.config.model_defaults import FILE_FIELDS, FileDefaults, file_defaults
 from pipeline.config.model_file import ULTRALYTICS_KEYS, ModelFile, read_model_file
 
@@ -54,6 +54,9 @@ def load_picture(path: str | None) -> tuple[np.ndarray, str]:
     import av
     import cv2
 
+    why = file_problem(path)
+    if why is not None:  # a FIFO would hold the read for ever
+        raise ValueError(f"--picture {path}: {why}")
     image = cv2.imread(path)
     if image is not None:
         return image, os.path.basename(path)

@@ -1,18 +1,31 @@
-"""Short clips around events, cut from the camera's already encoded video (no second encode):
-its recording where it has one (original quality), else its annotated video.
+"""Short clips around events, cut from the camera's already encoded video (no second encode).
 
 `PacketRing` keeps the last `pre_s` seconds of a camera's encoded packets, back to the
-keyframe at or before that (a clip must start on a keyframe to be playable), bounded in
-bytes too: packets, not pictures, so a minute of 1080p costs a few megabytes, not
-gigabytes. `ClipRecorder` opens a clip when an event comes, writes the ring's packets and
-then every new packet until `post_s` after the event; an event while a clip is open
-extends it (events close together share one clip).
+keyframe at or before that (a clip must start on a keyframe to be playable), within a
+byte budget: packets, not pictures. `ClipRecorder` opens a clip when an event comes,
+writes the ring's packets and then every new packet until `post_s` after the event; an
+event while a clip is open extends it (events close together share one clip).
+
+`clips.max_mb` bounds each clip, and the ring holds half of it, so a pre-roll never
+crowds out what follows the event. Where the keyframe at `pre_s` lies beyond the ring's
+half, the pre-roll starts at the first keyframe within it and the event says so
+(`clip_pre_s`, `clip_note`); with no keyframe within it the event has no clip, said in
+`clip_note` (a shorter GOP helps: `outputs.video.options: {g: ...}`). A clip that
+reaches `max_mb` ends there.
+
+A clip holds the packets of one encoder: when the video changes size (a camera back at
+another resolution: its writer starts a new encoder) the clip under way ends, and goes
+on in `<clip>.part1.mp4` (`.part2`, ...) while its events' `post_s` lasts; the ring
+starts again at the new size, so a pre-roll never spans the change (it is shortened,
+said in the event). A new encoder with the same parameters (a time segment) continues
+the clip as it is.
 
 Packets are copied (their bytes and timing) before the camera's own muxer takes them: a
-packet muxed once is consumed. A recording's packets run ahead of the analysis by the
-pipeline's latency, and come from the recording's own thread: its clip recorder keeps
-`lead_s` more in its ring, places an event by presentation time (from the keyframe at or
-before `pre_s` earlier) and takes its packets under a lock.
+packet muxed once is consumed. A camera's recording, where it has one, feeds its clips
+instead (original quality): its packets come from the recording's own thread (taken
+under a lock) and run ahead of the analysis by the pipeline's latency, so its ring keeps
+`lead_s` more and an event is placed by presentation time, from the keyframe at or
+before `pre_s` earlier up to `post_s` after it.
 """
 from __future__ import annotations
 
@@ -24,6 +37,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import av
+
+from pipeline.sinks.encoder import segment_path
 
 log = logging.getLogger("pipeline.clips")
 
@@ -54,41 +69,76 @@ class Held:
 
 
 class PacketRing:
-    def __init__(self, pre_s: float, max_bytes: int = 64 * 1024 * 1024, lead_s: float = 0.0):
+    """Packets from a keyframe on, the last `pre_s` seconds and at most `max_bytes`."""
+
+    def __init__(self, pre_s: float, max_bytes: int = 64 * 1024 * 1024):
         self.pre_s = pre_s
-        self.lead_s = lead_s  # kept besides `pre_s`: how far the packets may run ahead of the events
         self.max_bytes = max_bytes
         self._held: deque[Held] = deque()
         self._bytes = 0
+        self.budget_cut_s: float | None = None  # the newest packet given up for the byte budget
 
     def add(self, held: Held) -> None:
+        if not self._held and not held.keyframe:
+            self.budget_cut_s = held.seconds  # nothing to start a clip from until the next keyframe
+            return
         self._held.append(held)
         self._bytes += len(held.data)
-        self._trim(held.seconds - self.pre_s - self.lead_s)
+        self._trim(held.seconds - self.pre_s)
 
     def _trim(self, keep_from: float) -> None:
-        """Drop what lies before the last keyframe at or before `keep_from`, and (over the
-        byte budget) whole GOPs from the front."""
-        keys = [i for i, h in enumerate(self._held) if h.keyframe]
-        start = max((i for i in keys if self._held[i].seconds <= keep_from), default=0)
-        while self._bytes > self.max_bytes and any(i > start for i in keys):
-            start = min(i for i in keys if i > start)
-        for _ in range(start):
-            self._bytes -= len(self._held.popleft().data)
+        """Drop what lies before the last keyframe at or before `keep_from`, then (over the
+        byte budget) whole GOPs from the front, the last one too when it alone is over."""
+        held = self._held
+        keys = [i for i, h in enumerate(held) if h.keyframe]
+        for _ in range(max((i for i in keys if held[i].seconds <= keep_from), default=0)):
+            self._pop()
+        while self._bytes > self.max_bytes:
+            self.budget_cut_s = self._pop().seconds
+            while held and not held[0].keyframe:
+                self.budget_cut_s = self._pop().seconds
+
+    def _pop(self) -> Held:
+        h = self._held.popleft()
+        self._bytes -= len(h.data)
+        return h
+
+    def clear(self) -> None:
+        self._held.clear()
+        self._bytes = 0
+        self.budget_cut_s = None
 
     def from_keyframe(self, before: float | None = None) -> list[Held]:
-        """The packets held from the first keyframe on (what a clip can start with), or
+        """The packets held, from their first keyframe on (what a clip can start with), or
         from the last keyframe at or before `before` seconds where there is one."""
         held = list(self._held)
-        keys = [i for i, h in enumerate(held) if h.keyframe]
-        if not keys:
-            return []
-        earlier = [i for i in keys if before is not None and held[i].seconds <= before]
-        return held[earlier[-1] if earlier else keys[0]:]
+        starts = [i for i, h in enumerate(held) if h.keyframe and before is not None and h.seconds <= before]
+        return held[starts[-1]:] if starts else held
 
     @property
     def bytes(self) -> int:
         return self._bytes
+
+
+@dataclass(frozen=True)
+class ClipRef:
+    """What an event gets: the clip that shows it (None: none), and where its pre-roll is
+    shorter than `pre_s`, how long it is and why (`note` also says why there is no clip)."""
+
+    path: str | None
+    pre_s: float | None = None
+    note: str = ""
+
+
+def _next_packet_s(held: list[Held]) -> float:
+    """When the packet after `held` is about due: one packet interval after the newest."""
+    return held[-1].seconds + (held[-1].seconds - held[-2].seconds if len(held) > 1 else 0.0)
+
+
+def _encoder(stream) -> tuple:
+    """What a clip's packets must share: the codec, size and codec headers of their encoder."""
+    ctx = stream.codec_context
+    return ctx.name, ctx.width, ctx.height, bytes(ctx.extradata or b"")
 
 
 class ClipRecorder:
@@ -98,13 +148,22 @@ class ClipRecorder:
     def __init__(self, folder: str, pre_s: float, post_s: float, max_bytes: int = 64 * 1024 * 1024,
                  lead_s: float = 0.0):
         self.folder = folder
+        self.pre_s = pre_s
         self.post_s = post_s
-        self.ring = PacketRing(pre_s, max_bytes, lead_s)
-        self._lock = threading.Lock()
+        self.max_bytes = max_bytes
+        self.ring = PacketRing(pre_s + lead_s, max_bytes // 2)
+        self._lock = threading.RLock()
         self._stream = None
+        self._encoder: tuple | None = None
+        self._stream_packets = 0  # of the current encoder; its codec headers are complete once one was muxed
+        self._size_changed_s: float | None = None
         self._clip: av.container.OutputContainer | None = None
         self._clip_stream = None
         self._clip_path = ""
+        self._clip_bytes = 0
+        self._first_part = ""  # the clip's first file; a size change continues it in its .partN files
+        self._part = 0
+        self._continues = False  # the clip goes on in its next part at the next packet
         self._end_s = 0.0
         self._last_dts: int | None = None
         self._ends_after_next = False
@@ -115,52 +174,102 @@ class ClipRecorder:
         self.add(Held.of(packet), stream)
 
     def add(self, held: Held, stream) -> None:
-        """A packet copied, with the stream it came in (the clip's stream is made from it)."""
+        """A packet copied, and the stream it came in (its parameters make the clip's stream)."""
         with self._lock:
-            self._stream = stream
-            self.ring.add(held)
-            if self._ends_after_next:  # the packet of the frame whose event was marked last
-                self._end_s = max(self._end_s, held.seconds + self.post_s)
-                self._ends_after_next = False
-            if self._clip is not None:
-                if held.seconds > self._end_s:
-                    self._close()
-                else:
-                    self._write(held)
+            self._add(held, stream)
 
-    def event(self, name: str, at_s: float | None = None) -> str | None:
-        """An event at `at_s`, by default at the next packet's time (the sink marks a
-        frame's events before it encodes the frame): the clip that will show it (None: no
-        encoded video yet to cut from)."""
-        with self._lock:
-            if at_s is None:
-                self._ends_after_next = True
+    def _add(self, held: Held, stream) -> None:
+        if stream is not self._stream:
+            self._new_encoder(stream, held.seconds)
+        self._stream_packets += 1
+        self.ring.add(held)
+        if self._ends_after_next:  # the packet of the frame whose event was marked last
+            self._end_s = max(self._end_s, held.seconds + self.post_s)
+            self._ends_after_next = False
+        if self._continues and self._stream_packets > 1:  # the new encoder's first packet is muxed
+            self._continues = False
+            if held.seconds <= self._end_s and self.ring.from_keyframe():
+                self._part += 1
+                self._open(segment_path(self._first_part, self._part), self.ring.from_keyframe())
+        if self._clip is not None:
+            if held.seconds > self._end_s:
+                self.close()
             else:
-                self._end_s = max(self._end_s, at_s + self.post_s)
+                self._write(held)
+
+    def _new_encoder(self, stream, at_s: float) -> None:
+        encoder = _encoder(stream)
+        if self._encoder is not None and encoder != self._encoder:
+            self.ring.clear()  # its packets cannot go into a clip of the new encoder
+            self._size_changed_s = at_s
             if self._clip is not None:
-                return self._clip_path
-            held = self.ring.from_keyframe(None if at_s is None else at_s - self.ring.pre_s)
-            if self._stream is None or not held:
-                return None
-            os.makedirs(self.folder, exist_ok=True)
-            path = self._clip_path = os.path.join(self.folder, f"{name}.mp4")
-            self._clip = av.open(self._clip_path, "w")
-            self._clip_stream = self._clip.add_stream_from_template(self._stream)
-            self._last_dts = None
-            for h in held:
-                if at_s is not None and h.seconds > self._end_s:  # packets ahead of the event already reach its end
-                    self._close()
-                    break
-                self._write(h)
-            return path
+                self._finish()
+                self._continues = True
+        self._stream, self._encoder, self._stream_packets = stream, encoder, 0
+
+    def event(self, name: str, at_s: float | None = None) -> ClipRef:
+        """An event at `at_s`, by default at the next packet's time (the sink marks a
+        frame's events before it encodes the frame): the clip that will show it."""
+        with self._lock:
+            return self._event(name, at_s)
+
+    def _event(self, name: str, at_s: float | None) -> ClipRef:
+        if at_s is None:
+            self._ends_after_next = True
+        else:
+            self._end_s = max(self._end_s, at_s + self.post_s)
+        if self._clip is not None:
+            return ClipRef(self._clip_path)
+        held = self.ring.from_keyframe(None if at_s is None else at_s - self.pre_s)
+        if self._stream is None or not held:
+            why = "nothing encoded yet" if self._stream is None else \
+                f"no keyframe within the {self.ring.max_bytes / 1e6:g} MB of clips.max_mb kept for the pre-roll"
+            return ClipRef(None, note=f"no clip: {why}")
+        self._part = 0
+        self._first_part = os.path.join(self.folder, f"{name}.mp4")
+        self._open(self._first_part, held, until=None if at_s is None else self._end_s)
+        at = _next_packet_s(held) if at_s is None else at_s
+        pre = at - held[0].seconds
+        if pre >= self.pre_s - 1e-6:
+            return ClipRef(self._clip_path)
+        return ClipRef(self._clip_path, round(pre, 3), self._shortened(at))
+
+    def _shortened(self, at: float) -> str:
+        wanted_from = at - self.pre_s
+        if self._size_changed_s is not None and self._size_changed_s > wanted_from:
+            return "pre_s shortened: the video changed size"
+        if self.ring.budget_cut_s is not None and self.ring.budget_cut_s > wanted_from:
+            return f"pre_s shortened to the first keyframe within the {self.ring.max_bytes / 1e6:g} MB of " \
+                   f"clips.max_mb kept for it"
+        return "pre_s shortened: the video starts there"
+
+    def _open(self, path: str, held: list[Held], until: float | None = None) -> None:
+        """A clip from `held`, up to `until` (a recording's packets may reach past the clip's end already)."""
+        os.makedirs(self.folder, exist_ok=True)
+        self._clip_path = path
+        self._clip = av.open(path, "w")
+        self._clip_stream = self._clip.add_stream_from_template(self._stream)
+        self._last_dts = None
+        self._clip_bytes = 0
+        for h in held:
+            if until is not None and h.seconds > until:
+                self.close()
+                return
+            self._write(h)
 
     def _write(self, held: Held) -> None:
-        assert self._clip is not None
+        if self._clip is None:  # ended at max_mb
+            return
         if held.dts is not None and self._last_dts is not None and held.dts <= self._last_dts:
             return  # already in the clip (the ring and the live packets overlap at the start)
+        if self._clip_bytes + len(held.data) > self.max_bytes:
+            log.info("clip %s reached clips.max_mb (%g MB): it ends there", self._clip_path, self.max_bytes / 1e6)
+            self._finish()
+            return
         packet = held.packet()
         packet.stream = self._clip_stream
         self._clip.mux(packet)
+        self._clip_bytes += len(held.data)
         self._last_dts = held.dts
 
     @property
@@ -169,13 +278,13 @@ class ClipRecorder:
         return self._clip_path if self._clip is not None else None
 
     def close(self) -> None:
-        """Finish the clip under way (the camera ended)."""
+        """Finish the clip under way (the camera ended, or its post-event time is over)."""
         with self._lock:
-            self._close()
+            self._end_s = 0.0
+            self._continues = False
+            self._finish()
 
-    def _close(self) -> None:
-        """Finish the clip under way (its post-event time is over, or the camera ended)."""
-        self._end_s = 0.0
+    def _finish(self) -> None:
         if self._clip is None:
             return
         try:

@@ -64,9 +64,14 @@ def frame_record(frame: Frame, spot: RecordingSpot | None = None, recorded: bool
 
 def _scale(frame: Frame, spot: RecordingSpot | None) -> np.ndarray | None:
     """How boxes in the frame's pixels become the recording's (None: the same size)."""
-    if spot is None or frame.image is None:
+    if spot is None:
         return None
-    h, w = frame.image.shape[:2]
+    if frame.letterbox is not None:  # the analysed picture's size, never converting it to know
+        w, h = frame.letterbox.frame_w, frame.letterbox.frame_h
+    elif frame.picture is not None:
+        w, h = frame.picture.width, frame.picture.height
+    else:
+        h, w = frame.image.shape[:2]
     if (w, h) == (spot.width, spot.height) or not (w and h):
         return None
     return np.array([spot.width / w, spot.height / h] * 2, np.float32)

@@ -74,9 +74,8 @@ class Framing:
             return None
         if self.paced:
             now = self._due(pts, tb, now, connection.rate)
-        image = vf.to_ndarray(format="bgr24", threads=1)  # swscale would start its own pool per camera
-        frame = Frame(camera=self.camera, seq=seq, pts=pts, time_base=tb, image=image, t_capture=now,
-                      rate=connection.rate)
+        frame = Frame(camera=self.camera, seq=seq, pts=pts, time_base=tb, image=None, t_capture=now,
+                      rate=connection.rate, picture=vf)
         frame.stamps["capture"] = now
         link = connection.link
         if link is not None and link.offset is not None and vf.pts is not None:
@@ -84,7 +83,7 @@ class Framing:
         elif self.config.detect_uri:  # the main stream is recorded: matched by time (README: "Recordings")
             frame.record_time = frame.pts_seconds
         try:
-            frame.tensor, frame.letterbox = self.preprocess(image)
+            frame.tensor, frame.letterbox = self.preprocess(frame.image)
         except Exception as e:
             self.metrics.error(self.camera)
             self.metrics.drop(self.camera, "preprocess_error")

@@ -7,7 +7,7 @@ Two threads and no waiting on inference:
   `order` and submits;
 - the completion thread decodes each finished batch (layout decode, score filter,
   class-aware NMS, boxes back to frame pixels) and releases frames per camera in order.
-Preprocessing itself runs in each camera's source thread (see `sources.video`).
+Preprocessing itself runs in each camera's source thread (see `sources.framing`).
 """
 from __future__ import annotations
 

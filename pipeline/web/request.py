@@ -1,7 +1,7 @@
 """What the routes need of each other, as protocols: a request being answered (the
 handler) and the web server it reaches through `request.app`. The route modules
-(`camera_api`, `evidence`) and the handler name these, never each other's classes, so
-the web floor imports in one direction: server -> handler -> routes -> these."""
+(`camera_api`, `evidence`), the handler and its admission name these, never each other's
+classes, so the web floor imports in one direction: server -> handler -> routes -> these."""
 from __future__ import annotations
 
 import threading
@@ -20,6 +20,7 @@ class App(Protocol):
     """The web server as its requests see it (`web.server.WebServer`)."""
 
     IDLE_TIMEOUT_S: float
+    HEAD_TIMEOUT_S: float
     STILL_WAIT_S: float
     config: WebConfig
     preview: Preview

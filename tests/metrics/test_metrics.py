@@ -41,6 +41,18 @@ def test_counters_create_their_camera_on_first_use():
     assert snap.cameras["third"].errors == 1
 
 
+def test_lost_event_pictures_are_counted_per_camera_and_exported():
+    from pipeline.metrics.prometheus import SnapshotCollector
+
+    m = Metrics()
+    m.frame_in("cam")
+    m.snapshot_lost("cam", 3)
+    snap = m.snapshot()
+    assert snap.cameras["cam"].snapshots_lost == 3
+    exported = {s.name: s.value for metric in SnapshotCollector(lambda: snap).collect() for s in metric.samples}
+    assert exported["pipeline_camera_snapshots_lost_total"] == 3
+
+
 def scrape(port: int) -> dict[str, float]:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     values = {}

@@ -64,7 +64,7 @@ def main() -> int:
     while not driver.finished() and time.time() - started < 240:
         time.sleep(driver.poll_s)
         driver.poll()
-        done = sum(c["processed"] for h in driver.hosts.values() if h.status for c in h.status.cameras.values())
+        done = sum(c.processed for h in driver.hosts.values() if h.status for c in h.status.cameras.values())
         after = args.hang_after or args.crash_after
         if after and hung_at is None and done >= after:
             os.kill(pid, signal.SIGSTOP if args.hang_after else signal.SIGKILL)

@@ -82,6 +82,10 @@ def test_mistakes_answer_400_with_the_lines_validate_gives(controlled, sample_pa
     assert status == 400 and answer.startswith(b"body: invalid JSON: ") and answer.count(b"\n") == 1
     assert post(base, b"\xff\xfe")[:2] == (400, b"body: not UTF-8 text\n")
     assert post(base, b"- id: dock\n")[:2] == (400, b"body: expected a mapping with id and uri, got list\n")
+    for content_type in ("application/yaml", "application/json"):  # a number Python will not read
+        status, answer, _ = post(base, b'{"id": "dock", "uri": "x", "stride": ' + b"9" * 60000 + b"}",
+                                 content_type=content_type)
+        assert status == 400 and answer.startswith(b"body: ") and answer.count(b"\n") == 1, answer[:200]
     assert "dock" not in p.cameras()
 
 
@@ -93,7 +97,34 @@ def test_a_body_that_expands_or_nests_without_end_is_400(controlled):
     body = ("\n".join(bomb) + "\nid: dock\nuri: x.mp4\nloop: *a8\n").encode()
     assert post(base, body)[:2] == (400, b"body: line 2 column 10: YAML aliases (*name) are not accepted here\n")
     deep = b"[" * 60000
-    assert post(base, deep, content_type="application/json")[:2] == (400, b"body: nested too deeply\n")
+    assert post(base, deep, content_type="application/json")[:2] == (
+        400, b"body: nested too deeply (at most 32 levels)\n")
+
+
+def test_yaml_nested_beyond_32_levels_is_400_before_it_is_parsed(controlled):
+    """60 KB of brackets as YAML held a handler thread for 3 minutes (57 s of CPU): PyYAML's
+    cost grows with the square of the nesting. The answer now comes within `get`'s 10 s."""
+    _, base = controlled
+    assert post(base, b"[" * 30000 + b"]" * 30000)[:2] == (
+        400, b"body: line 1 column 33: nested too deeply (at most 32 levels)\n")
+    block = "".join(" " * i + "a:\n" for i in range(33)).encode()
+    assert post(base, block)[:2] == (400, b"body: line 33 column 33: nested too deeply (at most 32 levels)\n")
+    nested: list = []
+    for _ in range(31):  # in `options` in the mapping: 33 levels
+        nested = [nested]
+    deep_json = json.dumps({"id": "dock", "uri": "x.mp4", "options": {"a": nested}}).encode()
+    assert post(base, deep_json, content_type="application/json")[:2] == (
+        400, b"body: nested too deeply (at most 32 levels)\n")
+
+
+def test_a_fifo_is_400_and_never_becomes_a_camera(controlled, fifo):
+    """A `file://` FIFO was answered 201 and its camera kept the run alive 10 minutes past SIGTERM."""
+    p, base = controlled
+    pipe = fifo()
+    status, answer, _ = post(base, json.dumps({"id": "dock", "uri": f"file://{pipe}"}).encode(),
+                             content_type="application/json")
+    assert (status, answer) == (400, f"body.uri: not a regular file (a FIFO): file://{pipe}\n".encode())
+    assert p.cameras() == ["campus"]
 
 
 def test_answers_are_redacted(controlled):

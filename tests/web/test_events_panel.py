@@ -21,6 +21,7 @@ from pipeline.config.outputs import WebConfig
 from pipeline.drawing import draw_detections
 from pipeline.frames import ClassNames, Detections, Event, Frame
 from pipeline.metrics.registry import CameraState, Metrics
+from pipeline.metrics.snapshot import Snapshot
 from pipeline.sinks.event_evidence import RecentEvents, Snapshots
 from pipeline.sinks.preview import Preview
 from pipeline.web.server import WebServer
@@ -82,7 +83,7 @@ def serve():
 
     def start(**kwargs) -> WebServer:
         preview = Preview()
-        server = WebServer(WebConfig(port=0, token=TOKEN), kwargs.pop("snapshot", dict), preview, **kwargs)
+        server = WebServer(WebConfig(port=0, token=TOKEN), kwargs.pop("snapshot", Snapshot), preview, **kwargs)
         server.start()
         started.append((server, preview))
         return server
@@ -95,15 +96,14 @@ def serve():
 
 def test_the_newest_events_after_an_id_newest_first_redacted(serve):
     recent = RecentEvents()
-    recent.add([{"camera": "campus", "event": "cross", "line": "path", "direction": "in", "track": i, "class": "person"}
-                for i in range(5)])
-    recent.add([{"camera": "gate", "event": "state", "detail": "rtsp://admin:hunter2@10.0.0.9/live"}])
+    recent.add([Event("campus", i, i, i, "person", "cross", line="path", direction="in") for i in range(5)])
+    recent.add([Event("gate", 0, 0, 9, "person", "enter", zone="rtsp://admin:hunter2@10.0.0.9/live")])
     base = f"http://127.0.0.1:{serve(events=recent.newest).port}"
     status, body, headers = get(base + "/api/events", AUTH)
     events = json.loads(body)["events"]
     assert status == 200 and headers["Content-Type"] == "application/json"
     assert [e["id"] for e in events] == [6, 5, 4, 3, 2, 1]
-    assert events[0]["detail"] == "rtsp://admin:***@10.0.0.9/live"  # redacted like /api/cameras
+    assert events[0]["zone"] == "rtsp://admin:***@10.0.0.9/live"  # redacted like /api/cameras
     assert [e["id"] for e in json.loads(get(base + "/api/events?after=4", AUTH)[1])["events"]] == [6, 5]
     assert [e["id"] for e in json.loads(get(base + "/api/events?after=2&limit=2", AUTH)[1])["events"]] == [6, 5]
     assert json.loads(get(base + "/api/events?after=6", AUTH)[1]) == {"events": []}
@@ -274,8 +274,8 @@ def test_event_names_are_text_and_the_panel_works_beside_32_cameras(serve, tmp_p
         metrics.camera_state(f"cam{i:02d}", CameraState.STREAMING)
     evil = '<img src=x onerror="document.title=`owned`">'
     recent = RecentEvents()
-    recent.add([{"camera": f"cam{i:02d}", "event": "cross", "line": evil if i == 31 else "gate", "direction": "in",
-                 "track": i, "class": "person"} for i in range(32)])
+    recent.add([Event(f"cam{i:02d}", 0, 0, i, "person", "cross", line=evil if i == 31 else "gate", direction="in")
+                for i in range(32)])
     server = serve(snapshot=metrics.snapshot, cameras=lambda: metrics.cameras, events=recent.newest,
                    evidence_dir=str(tmp_path))
     d = browser(1400, 900)
