@@ -102,8 +102,8 @@ class SourceConfig:
         if self.live is None:
             self.live = bool(self.uri) and is_url(self.uri) and local_path(self.uri) is None
         if self.detect_uri and self.uri and is_url(self.detect_uri) != is_url(self.uri):
-            r.problem(f"{path}.detect_uri", "must be of the same kind as uri (both files or both URLs): the two streams "
-                                            "are matched by time")
+            r.problem(f"{path}.detect_uri",
+                      "must be of the same kind as uri (both files or both URLs): the two streams are matched by time")
 
     @property
     def network(self) -> bool:

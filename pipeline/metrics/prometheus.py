@@ -87,8 +87,8 @@ def _recording_metrics(cams: dict[str, CameraSnapshot]) -> Iterator[Metric]:
         yield _counter(f"pipeline_recording_{name}", doc, ["camera"], [([c], getattr(r, key)) for c, r in recs.items()])
     yield _gauge("pipeline_recording_bytes_per_second", "Recording rate over the last seconds", ["camera"],
                  [([c], r.bytes_per_s) for c, r in recs.items()])
-    yield _gauge("pipeline_recording_state", "1 for the recording's state and current file", ["camera", "state", "file"],
-                 [([c, r.state, r.file], 1) for c, r in recs.items()])
+    yield _gauge("pipeline_recording_state", "1 for the recording's state and current file",
+                 ["camera", "state", "file"], [([c, r.state, r.file], 1) for c, r in recs.items()])
 
 
 def _stage_metrics(s: Snapshot) -> Iterator[Metric]:

@@ -176,26 +176,23 @@ class ClipRecorder:
     def add(self, held: Held, stream) -> None:
         """A packet copied, and the stream it came in (its parameters make the clip's stream)."""
         with self._lock:
-            self._add(held, stream)
-
-    def _add(self, held: Held, stream) -> None:
-        if stream is not self._stream:
-            self._new_encoder(stream, held.seconds)
-        self._stream_packets += 1
-        self.ring.add(held)
-        if self._ends_after_next:  # the packet of the frame whose event was marked last
-            self._end_s = max(self._end_s, held.seconds + self.post_s)
-            self._ends_after_next = False
-        if self._continues and self._stream_packets > 1:  # the new encoder's first packet is muxed
-            self._continues = False
-            if held.seconds <= self._end_s and self.ring.from_keyframe():
-                self._part += 1
-                self._open(segment_path(self._first_part, self._part), self.ring.from_keyframe())
-        if self._clip is not None:
-            if held.seconds > self._end_s:
-                self.close()
-            else:
-                self._write(held)
+            if stream is not self._stream:
+                self._new_encoder(stream, held.seconds)
+            self._stream_packets += 1
+            self.ring.add(held)
+            if self._ends_after_next:  # the packet of the frame whose event was marked last
+                self._end_s = max(self._end_s, held.seconds + self.post_s)
+                self._ends_after_next = False
+            if self._continues and self._stream_packets > 1:  # the new encoder's first packet is muxed
+                self._continues = False
+                if held.seconds <= self._end_s and self.ring.from_keyframe():
+                    self._part += 1
+                    self._open(segment_path(self._first_part, self._part), self.ring.from_keyframe())
+            if self._clip is not None:
+                if held.seconds > self._end_s:
+                    self.close()
+                else:
+                    self._write(held)
 
     def _new_encoder(self, stream, at_s: float) -> None:
         encoder = _encoder(stream)
@@ -211,28 +208,25 @@ class ClipRecorder:
         """An event at `at_s`, by default at the next packet's time (the sink marks a
         frame's events before it encodes the frame): the clip that will show it."""
         with self._lock:
-            return self._event(name, at_s)
-
-    def _event(self, name: str, at_s: float | None) -> ClipRef:
-        if at_s is None:
-            self._ends_after_next = True
-        else:
-            self._end_s = max(self._end_s, at_s + self.post_s)
-        if self._clip is not None:
-            return ClipRef(self._clip_path)
-        held = self.ring.from_keyframe(None if at_s is None else at_s - self.pre_s)
-        if self._stream is None or not held:
-            why = "nothing encoded yet" if self._stream is None else \
-                f"no keyframe within the {self.ring.max_bytes / 1e6:g} MB of clips.max_mb kept for the pre-roll"
-            return ClipRef(None, note=f"no clip: {why}")
-        self._part = 0
-        self._first_part = os.path.join(self.folder, f"{name}.mp4")
-        self._open(self._first_part, held, until=None if at_s is None else self._end_s)
-        at = _next_packet_s(held) if at_s is None else at_s
-        pre = at - held[0].seconds
-        if pre >= self.pre_s - 1e-6:
-            return ClipRef(self._clip_path)
-        return ClipRef(self._clip_path, round(pre, 3), self._shortened(at))
+            if at_s is None:
+                self._ends_after_next = True
+            else:
+                self._end_s = max(self._end_s, at_s + self.post_s)
+            if self._clip is not None:
+                return ClipRef(self._clip_path)
+            held = self.ring.from_keyframe(None if at_s is None else at_s - self.pre_s)
+            if self._stream is None or not held:
+                why = "nothing encoded yet" if self._stream is None else \
+                    f"no keyframe within the {self.ring.max_bytes / 1e6:g} MB of clips.max_mb kept for the pre-roll"
+                return ClipRef(None, note=f"no clip: {why}")
+            self._part = 0
+            self._first_part = os.path.join(self.folder, f"{name}.mp4")
+            self._open(self._first_part, held, until=None if at_s is None else self._end_s)
+            at = _next_packet_s(held) if at_s is None else at_s
+            pre = at - held[0].seconds
+            if pre >= self.pre_s - 1e-6:
+                return ClipRef(self._clip_path)
+            return ClipRef(self._clip_path, round(pre, 3), self._shortened(at))
 
     def _shortened(self, at: float) -> str:
         wanted_from = at - self.pre_s

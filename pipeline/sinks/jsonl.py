@@ -4,9 +4,9 @@
 [x1, y1, x2, y2], "score", "class_id", "class", "track"?, "labels"?: {classifier:
 {"label", "id", "score"}}}], "events"?, "errors"?}` with boxes in frame pixels; a recorded
 camera's rows name the recording's file and the frame's time in it (null: in none), and
-its boxes are in the recording's pixels (the main stream's, where a sub-stream is analysed). With `{camera}` in the file name each
-camera gets its own file; without it all cameras share one file (lines of one camera
-stay in order). Lines wait in memory and are appended at least every `flush_s`, whole
+its boxes are in the recording's pixels (the main stream's, where a sub-stream is
+analysed). With `{camera}` in the file name each camera gets its own file; without it all
+cameras share one file (lines of one camera stay in order). Lines wait in memory and are appended at least every `flush_s`, whole
 lines in one write, after the writer's lease (if any) was checked: a killed process
 loses at most that much, as with the fragmented video, and never leaves half a line. A
 file is created with its first lines (a camera that never delivers a frame leaves no

@@ -52,7 +52,7 @@ class Recording:
         self.on_video: Callable | None = None
         self.stats = RecordingStats()
         self.plan = SegmentPlan(root, path, segment_s, live, after)
-        self.origin = time.perf_counter()  # a live recording's timeline counts from here (the camera's timeline's start)
+        self.origin = time.perf_counter()  # a live recording's timeline counts from here (its camera's timeline's)
         self._queue: queue.Queue = queue.Queue(config.queue)
         self._stopped = False
         self._skipping = True  # until a keyframe: a connection's start, or after packets were dropped
@@ -172,10 +172,6 @@ class Recording:
         if t is None or (self._stopped and t > self.writer.written_s):
             return None
         return self.plan.spot(t)
-
-    @property
-    def open_file(self) -> str | None:
-        return self.writer.open_file
 
     def close(self, timeout: float = 30.0) -> None:
         """Write what waits, finish the file (the camera ended)."""
