@@ -72,7 +72,7 @@ class Recording:
             self.stats.gaps += 1
         self._links += 1
         self._skipping = True
-        self.writer.connected = True
+        self.writer.start()
         return link
 
     def disconnect(self) -> None:
@@ -201,7 +201,12 @@ class RecordingWriter:
         self._audio_last: int | None = None
         self._rate: deque[tuple[float, int]] = deque(maxlen=10)
         self._thread = threading.Thread(target=self._run, name=f"record-{recording.camera}", daemon=True)
-        self._thread.start()
+
+    def start(self) -> None:
+        """A connection begins: the writer runs from its camera's first connection on."""
+        self.connected = True
+        if self._thread.ident is None and not self._closing.is_set():
+            self._thread.start()
 
     @property
     def open_file(self) -> str | None:
@@ -306,6 +311,9 @@ class RecordingWriter:
 
     def stop(self, timeout: float) -> None:
         self._closing.set()
+        if self._thread.ident is None:  # its camera never connected
+            self._finish("ended")
+            return
         try:
             self._queue.put_nowait(None)
         except queue.Full:

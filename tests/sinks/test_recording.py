@@ -222,3 +222,25 @@ def test_audio_the_container_cannot_hold_is_left_out_and_said_once(tmp_path, cap
     mov, _ = recording(tmp_path / "mov", filename="{camera}.rec.{start}.mov")
     play(mov, source)
     assert packets(files(tmp_path / "mov")[0], "audio") == packets(source, "audio")
+
+
+def test_retention_removes_finished_recordings_never_the_one_being_written(tmp_path):
+    from pipeline.config import OutputsConfig
+    from pipeline.metrics.registry import Metrics
+    from pipeline.sinks.camera_files import CameraOutputs
+    from pipeline.sinks.retention import Retention
+
+    out = tmp_path / "out"
+    outputs = CameraOutputs(OutputsConfig(dir=str(out)), Metrics())
+    outputs.open("cam", live=False, record=RecordConfig(enabled=True, segment_s=1))
+    rec = outputs.recordings["cam"]
+    connection = Connection(SourceConfig(id="cam", uri=clip(tmp_path, "a.mp4", frames=30)), lambda why: None, tap=rec)
+    sum(1 for _ in connection.frames(lambda: False))
+    connection.close()
+    while rec.writer.open_file is None or len(files(out)) < 3 or not rec._queue.empty():
+        threading.Event().wait(0.01)
+    *finished, writing = files(out)
+    assert outputs.is_open(writing) and not any(outputs.is_open(f) for f in finished)
+    removed = Retention(str(out), max_bytes=0, max_age_s=None, is_open=outputs.is_open).sweep()
+    assert sorted(removed) == finished and files(out) == [writing]
+    outputs.close("cam", last=True)
