@@ -192,6 +192,7 @@ class Frame:
     errors: list[str] = field(default_factory=list)
     stamps: dict[str, float] = field(default_factory=dict)
     picture: Any = field(default=None, repr=False)  # the decoded av.VideoFrame, until converted
+    record_time: float | None = None  # its time on the camera's recording's timeline (None: not recorded)
 
     def stamp(self, boundary: str) -> None:
         self.stamps[boundary] = time.perf_counter()

@@ -92,11 +92,11 @@ class Pipeline:
 
     def _source(self, s: SourceConfig, resume: Resume) -> VideoSource:
         assert s.queue.policy is not None
-        self.sink.add_camera(s.id, bool(s.live), resume)
+        self.sink.add_camera(s.id, bool(s.live), resume, self.config.outputs.record_for(s.record))
         port = self.ingress.add_camera(s.id, s.queue.size or self.ingress.read_budget, s.queue.policy)
         self.plan.add_camera(s.thread_count)
         source = VideoSource(s, Preprocessor(self.config.detector), port, self.metrics, self.control,
-                             self.max_frames, resume)
+                             self.max_frames, resume, recording=self.sink.files.recordings.get(s.id))
         self.sources.append(source)
         return source
 
@@ -176,9 +176,9 @@ class Pipeline:
         """Whether a camera's file at `path` is still being written."""
         return self.sink.files.is_open(path)
 
-    def cameras_written(self) -> set[str]:
-        """The cameras whose outputs were opened in this run (their files are this run's)."""
-        return set(self.sink.files.ran)
+    def cameras_written(self) -> dict[str, str | None]:
+        """Cameras whose outputs this run opened, each with its recording's name (or None)."""
+        return {cam: self.sink.files.record_names.get(cam) for cam in list(self.sink.files.ran)}
 
     @property
     def outputs_failed(self) -> dict[str, str]:

@@ -138,8 +138,9 @@ def check(config_path: str, output_dir: str | None = None, report: str | None = 
         problems += found
     problems += output_problems(config, create=for_run and not problems)
     if not for_run:
-        problems += [f"sources[{i}].uri: {msg}" for i, s in enumerate(config.sources)
-                     if s.uri and not s.live and (msg := probe(s.uri, (s.open_timeout_s, s.read_timeout_s)))]
+        problems += [f"sources[{i}].{field}: {msg}" for i, s in enumerate(config.sources)
+                     for field, uri in (("uri", s.uri), ("detect_uri", s.detect_uri))
+                     if uri and not s.live and (msg := probe(uri, (s.open_timeout_s, s.read_timeout_s)))]
     problems += port_problems(config)
     checked.problems = list(dict.fromkeys(problems))
     return checked

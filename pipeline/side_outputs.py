@@ -4,7 +4,7 @@ events, the disk budget, and the live view with its web server; each only where 
 config asks for it. The graph starts, aborts and closes them with the run."""
 from __future__ import annotations
 
-from typing import Collection, Protocol
+from typing import Mapping, Protocol
 
 from pipeline.config import Config
 from pipeline.control import CameraControl, Runs
@@ -28,8 +28,9 @@ class Run(Runs, Protocol):
         """Whether the run still writes this file (retention leaves it)."""
         ...
 
-    def cameras_written(self) -> Collection[str]:
-        """The cameras whose files this run wrote (retention removes only theirs)."""
+    def cameras_written(self) -> Mapping[str, str | None]:
+        """The cameras whose files this run wrote (retention removes only theirs), each with
+        its recording's file name (None: it has no recording)."""
         ...
 
 

@@ -241,3 +241,43 @@ def test_counts_beyond_what_the_machine_can_hold_are_refused_naming_the_limit(wr
     assert checked.problems == [f"sources: 3 cameras are over the limit of 2 (each holds at least "
                                 f"{machine().memory // 4 // 2**20} MiB, in half of this machine's "
                                 f"{machine().memory / 2**30:.1f} GiB)"]
+
+
+def test_a_cameras_recording_takes_outputs_record_with_its_own_keys(write_config, model_path, sample_path):
+    data = base(model_path, sample_path)
+    data["sources"].append({"id": "b", "uri": sample_path("vtest.mp4"), "record": {"enabled": False}})
+    data["sources"][0]["record"] = {"segment_s": 60}
+    data["outputs"] = {"record": {"enabled": True, "filename": "rec/{camera}.{start}.mkv"}}
+    cfg = load_config(write_config(data))
+    a, b = (cfg.outputs.record_for(s.record) for s in cfg.sources)
+    assert (a.enabled, a.segment_s, a.filename) == (True, 60.0, "rec/{camera}.{start}.mkv")
+    assert (b.enabled, b.segment_s) == (False, None)
+
+
+def test_recording_mistakes_are_reported_with_their_paths(write_config, model_path, sample_path):
+    data = base(model_path, sample_path)
+    data["sources"][0]["record"] = {"segment_s": 0.5, "colour": True}
+    data["sources"].append({"id": "b", "uri": sample_path("vtest.mp4"), "detect_uri": "rtsp://127.0.0.1/sub"})
+    data["outputs"] = {"record": {"filename": "{camera}.rec.{start}.avi"}}
+    with pytest.raises(ConfigError) as e:
+        load_config(write_config(data))
+    problems = e.value.problems
+    assert "sources[0].record.segment_s: must be 0 (off) or >= 1, got 0.5" in problems
+    assert any(p.startswith("sources[0].record.colour: unknown key") for p in problems)
+    assert any(p.startswith("sources[1].detect_uri: must be of the same kind as uri") for p in problems)
+    assert "outputs.record.filename: the extension names the container: one of .mp4, .mov, .mkv" in problems
+
+
+def test_a_sub_stream_needs_a_recording_and_recordings_share_no_name(write_config, model_path, sample_path):
+    data = base(model_path, sample_path)
+    data["sources"][0]["detect_uri"] = sample_path("vtest.mp4")
+    data["sources"].append({"id": "b", "uri": sample_path("vtest.mp4"), "record": {"enabled": True,
+                                                                                   "filename": "{camera}.mp4"}})
+    data["outputs"] = {"video": {"segment_s": 60}}
+    with pytest.raises(ConfigError) as e:
+        load_config(write_config(data))
+    problems = e.value.problems
+    assert any(p.startswith("sources[0].detect_uri: the camera's uri is only recorded: enable its recording")
+               for p in problems)
+    assert any(p.startswith("sources[1].record.filename: camera 'b''s recording segments") and
+               "is also camera 'b''s video segments" in p for p in problems)

@@ -159,6 +159,32 @@ def load_config(path: str | os.PathLike) -> Config:
     return parse_config(load_yaml(path), Path(path).resolve().parent)
 
 
+def _recording_claims(config: Config, claim) -> list[str]:
+    """The cameras' recordings: their time-named files must share no name with the videos'
+    or the JSON lines' segments; a camera analysed on its `detect_uri` must be recorded
+    (its `uri` is read for nothing else)."""
+    out = config.outputs
+    recorded = [(i, s, out.record_for(s.record)) for i, s in enumerate(config.sources) if s.id]
+    problems = [f"sources[{i}].detect_uri: the camera's uri is only recorded: enable its recording "
+                f"(outputs.record.enabled or sources[{i}].record)" for i, s, rec in recorded
+                if s.detect_uri and not rec.enabled]
+    if not any(rec.enabled for _, _, rec in recorded):
+        return problems
+    per_camera_jsonl = "{camera}" in out.jsonl.filename
+    if out.jsonl.enabled and not per_camera_jsonl:
+        claim(out.jsonl_path("", "{start}"), "outputs.jsonl.filename", "the JSON lines segments")
+    for i, s, rec in recorded:
+        if out.video.enabled:
+            claim(out.video_path(s.id, "{start}"), f"sources[{i}].id", f"camera {s.id!r}'s video segments")
+        if out.jsonl.enabled and per_camera_jsonl:
+            claim(out.jsonl_path(s.id, "{start}"), "outputs.jsonl.filename", f"camera {s.id!r}'s JSON lines segments")
+    for i, s, rec in recorded:
+        if rec.enabled:
+            claim(out.record_path(s.id, rec.filename), f"sources[{i}].record.filename",
+                  f"camera {s.id!r}'s recording segments")
+    return problems
+
+
 def output_path_problems(config: Config) -> list[str]:
     """Every file the run will write must be its own, inside `outputs.dir`, and never one
     of its inputs: a collision silently destroys a file (two writers, or an input video
@@ -196,6 +222,7 @@ def output_path_problems(config: Config) -> list[str]:
                 claim(out.jsonl_path(s.id), "outputs.jsonl.filename", f"camera {s.id!r}'s JSON lines")
         else:
             claim(os.path.join(out.dir, out.jsonl.filename), "outputs.jsonl.filename", "the JSON lines file")
+    problems += _recording_claims(config, claim)
     if config.metrics.report:
         real = os.path.realpath(config.metrics.report)
         if real in owners:

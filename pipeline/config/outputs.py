@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pipeline.config.limits import CLIP_S, EVENTS_BUFFERED, FRAMES_QUEUED, at_most, machine
@@ -26,6 +26,13 @@ def stamped(template: str) -> str:
 def segment_length(v: float) -> str | None:
     """Segment names count whole seconds: shorter segments would share names."""
     return None if v == 0 or v >= 1 else f"must be 0 (off) or >= 1, got {v}"
+
+
+def segment_for(segment_s: float | None, live: bool) -> float | None:
+    """A segment length as configured, in seconds (None: off; unset: an hour for live cameras)."""
+    if segment_s is None:
+        return LIVE_SEGMENT_S if live else None
+    return segment_s or None
 
 
 def template_problem(value: str, need_camera: bool) -> str | None:
@@ -90,9 +97,38 @@ class VideoOutputConfig:
 
     def segment_for(self, live: bool) -> float | None:
         """A camera's segment length in seconds (None: one file, cut only by a resolution change)."""
-        if self.segment_s is None:
-            return LIVE_SEGMENT_S if live else None
-        return self.segment_s or None
+        return segment_for(self.segment_s, live)
+
+
+RECORD_CONTAINERS = (".mp4", ".mov", ".mkv")
+
+
+def read_record_template(r: Reader, raw: Any, where: str) -> str | Any:
+    value = read_template(True)(r, raw, where)
+    if value is not INVALID and os.path.splitext(value)[1].lower() not in RECORD_CONTAINERS:
+        r.problem(where, f"the extension names the container: one of {', '.join(RECORD_CONTAINERS)}")
+        return INVALID
+    return value
+
+
+@dataclass(kw_only=True)
+class RecordConfig:
+    enabled: bool = option(False, doc="record what the camera sends: its packets, neither decoded nor encoded")
+    filename: str = option("{camera}.rec.{start}.mp4", read=read_record_template,
+                           doc="file name template: `{camera}`, `{start}` (the segment's start, UTC; put before the "
+                               "extension if absent); `.mp4` / `.mov` are fragmented (playable to the last "
+                               "keyframe after a crash), `.mkv` holds any audio")
+    segment_s: float | None = option(None, check=segment_length, shown="`outputs.video.segment_s`",
+                                     doc="start a new file at the first keyframe after every this many seconds "
+                                         "(on the same boundaries as the video and the JSON lines); 0: off")
+    audio: bool = option(True, doc="copy the camera's audio too where the container holds it (said once where not)")
+    queue: int = option(512, check=positive,
+                        doc="packets waiting for the writer; beyond, packets are dropped up to the next keyframe "
+                            "(counted)")
+
+    def segment_for(self, live: bool, video_segment_s: float | None) -> float | None:
+        """Its segment length (None: one file, cut only where the stream changes)."""
+        return segment_for(self.segment_s if self.segment_s is not None else video_segment_s, live)
 
 
 @dataclass(kw_only=True)
@@ -201,12 +237,18 @@ class OutputsConfig:
     dir: str = option("out", read=read_path, doc="output folder (relative to the config, or `--output`)")
     video: VideoOutputConfig = option(factory=VideoOutputConfig, doc="annotated video")
     jsonl: JsonlOutputConfig = option(factory=JsonlOutputConfig, doc="JSON lines metadata")
+    record: RecordConfig = option(factory=RecordConfig,
+                                  doc="a recording of what each camera sends (per camera: `sources[].record`)")
     web: WebConfig | None = option(None, shown="off", doc="the live web view (opt-in)")
     events: EventsConfig = option(factory=EventsConfig,
                                   doc="line crossings, zone entries/exits and camera states, as they happen")
     retain: RetainConfig | None = option(None, shown="keep all",
                                          doc="a budget for the videos and JSON lines (not `events/`): the oldest "
                                              "finished segments are removed first, never an open one")
+
+    def record_for(self, overrides: dict[str, Any]) -> RecordConfig:
+        """A camera's recording settings: `record` with the camera's own keys (`sources[].record`)."""
+        return replace(self.record, **overrides) if overrides else self.record
 
     def video_path(self, camera: str, start: str | None = None) -> str:
         """The camera's video file; with `start`, its time-named segment starting then
@@ -215,6 +257,10 @@ class OutputsConfig:
 
     def jsonl_path(self, camera: str, start: str | None = None) -> str:
         return self._path(self.jsonl.filename, camera, start)
+
+    def record_path(self, camera: str, filename: str, start: str | None = None) -> str:
+        """A recording's segment (`filename`: the camera's `record.filename`); always time-named."""
+        return self._path(stamped(filename), camera, start)
 
     def _path(self, template: str, camera: str, start: str | None) -> str:
         if start is not None:

@@ -115,7 +115,7 @@ def file_problem(path: str) -> str | None:
 
 # -- the reader -----------------------------------------------------------------------------
 _TYPE_NAMES = {int: "integer", float: "number", str: "string", bool: "true/false", list: "list", dict: "mapping"}
-URL_FIELDS = ("uri", "url")
+URL_FIELDS = ("uri", "url", "detect_uri")
 
 
 def secret_field(where: str) -> bool:

@@ -12,10 +12,11 @@ if TYPE_CHECKING:
 
 
 def register_source(source: SourceConfig) -> None:
-    """A camera's secrets: its URL's password and secret query values, its secret-named
+    """A camera's secrets: its URLs' passwords and secret query values, its secret-named
     FFmpeg options (a camera added while running brings its own)."""
-    if source.uri:
-        register(*url_secrets(source.uri))
+    for uri in (source.uri, source.detect_uri):
+        if uri:
+            register(*url_secrets(uri))
     register(*(v for k, v in source.options.items() if secret_key(k)))
 
 

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pipeline.config.limits import FRAMES_QUEUED, at_most, machine
-from pipeline.config.schema import (INVALID, Reader, file_problem, is_url, local_path, non_negative, option, positive,
-                                    read_file, read_string_map)
+from pipeline.config.outputs import RecordConfig
+from pipeline.config.schema import (INVALID, Reader, describe_value, file_problem, is_url, local_path, non_negative,
+                                    option, positive, read_file, read_string_map)
 
 # A camera id names its output files: a plain name, never a path.
 CAMERA_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
@@ -36,6 +37,19 @@ def read_uri(r: Reader, raw: Any, where: str) -> str | Any:
     return raw
 
 
+def read_record_override(r: Reader, raw: Any, where: str) -> dict[str, Any] | Any:
+    """A camera's own recording settings: keys of `outputs.record`, checked as there; the
+    keys it leaves out keep `outputs.record`'s values (`OutputsConfig.record_for`)."""
+    if not isinstance(raw, dict):
+        r.problem(where, f"expected a mapping, got {describe_value(raw)}")
+        return INVALID
+    before = len(r.problems)
+    record = r.record(RecordConfig, raw, where)
+    if len(r.problems) > before:
+        return INVALID
+    return {str(k): getattr(record, str(k)) for k in raw}
+
+
 @dataclass(kw_only=True)
 class QueueConfig:
     size: int | None = option(None, check=at_most(FRAMES_QUEUED, "frames waiting in one lane", positive),
@@ -59,6 +73,12 @@ class ReconnectConfig:
 class SourceConfig:
     id: str = option(check=check_camera_id, doc="camera id; names its output files (letters, digits, `_.-`)")
     uri: str = option(read=read_uri, doc="a video file (relative to the config) or a URL (`rtsp://`, `http://`, ...)")
+    detect_uri: str | None = option(None, read=read_uri,
+                                    doc="analyse this stream instead (the camera's sub-stream, e.g. 640x360): `uri` is "
+                                        "then only recorded, never decoded (needs its `record`)")
+    record: dict[str, Any] = option(factory=dict, read=read_record_override, shown="`outputs.record`",
+                                    doc="this camera's recording: keys of `outputs.record` (e.g. `{enabled: false}`); "
+                                        "the others as there")
     live: bool | None = option(None, shown="true for URLs",
                                doc="a camera: reconnects, drops stale frames, fragmented MP4 output")
     decoder: str | None = option(None, doc="a named FFmpeg decoder (e.g. `h264_cuvid`; a hardware decoder of another "
@@ -85,11 +105,18 @@ class SourceConfig:
     def finish(self, r: Reader, path: str) -> None:
         if self.live is None:
             self.live = bool(self.uri) and is_url(self.uri) and local_path(self.uri) is None
+        if self.detect_uri and self.uri and is_url(self.detect_uri) != is_url(self.uri):
+            r.problem(f"{path}.detect_uri",
+                      "must be of the same kind as uri (both files or both URLs): the two streams are matched by time")
 
     @property
     def network(self) -> bool:
         """Read over a network: reconnects, and keeps its own live timeline."""
         return bool(self.live) and is_url(self.uri)
+
+    def analysed(self) -> "SourceConfig":
+        """The camera as its analysis reads it: its `detect_uri` where it has one."""
+        return replace(self, uri=self.detect_uri) if self.detect_uri else self
 
     def resolved_queue(self) -> QueueConfig:
         """The policy by kind; a live camera's lane holds its newest frame only (a file's

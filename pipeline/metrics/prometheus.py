@@ -80,6 +80,21 @@ def _camera_metrics(cams: dict[str, CameraSnapshot]) -> Iterator[Metric]:
                     for event, per_class in events.items() for cls, n in per_class.items()])
 
 
+def _recording_metrics(cams: dict[str, CameraSnapshot]) -> Iterator[Metric]:
+    recs = {c: v.recording for c, v in cams.items() if v.recording is not None}
+    for name, doc, key in (("bytes", "Bytes recorded per camera", "bytes"),
+                           ("packets", "Packets recorded per camera", "packets"),
+                           ("dropped_packets", "Packets left out of the recording (its writer fell behind)", "dropped"),
+                           ("gaps", "Holes in the recording: reconnects of its stream, drops", "gaps"),
+                           ("stalls", "Times a connected live stream sent nothing for a while", "stalls"),
+                           ("segments", "Recording files begun per camera", "segments")):
+        yield _counter(f"pipeline_recording_{name}", doc, ["camera"], [([c], getattr(r, key)) for c, r in recs.items()])
+    yield _gauge("pipeline_recording_bytes_per_second", "Recording rate over the last seconds", ["camera"],
+                 [([c], r.bytes_per_s) for c, r in recs.items()])
+    yield _gauge("pipeline_recording_state", "1 for the recording's state and current file",
+                 ["camera", "state", "file"], [([c, r.state, r.file], 1) for c, r in recs.items()])
+
+
 def _stage_metrics(s: Snapshot) -> Iterator[Metric]:
     yield _gauge("pipeline_stage_reached_seconds", "Time from capture to a stage boundary (quantiles)",
                  ["stage", "quantile"],
@@ -137,6 +152,7 @@ class SnapshotCollector:
     def collect(self) -> Iterator[Metric]:
         s = self.snapshot().redacted()
         yield from _camera_metrics(s.cameras)
+        yield from _recording_metrics(s.cameras)
         yield from _stage_metrics(s)
         yield from _engine_metrics(s.engines)
         yield from _event_metrics(s.events)

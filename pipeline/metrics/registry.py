@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pipeline.metrics.histogram import Histogram
-from pipeline.metrics.snapshot import (CameraSnapshot, EngineSnapshot, Latency, QueueSnapshot, RetentionStats,
-                                       Snapshot, StageSnapshot)
+from pipeline.metrics.snapshot import (CameraSnapshot, EngineSnapshot, Latency, QueueSnapshot, RecordingStats,
+                                       RetentionStats, Snapshot, StageSnapshot)
 from pipeline.redact import redact
 
 
@@ -56,6 +56,7 @@ class CameraStats:
     occupancy: dict[str, int] = field(default_factory=dict)  # zone -> objects inside now
     segment: str = ""  # the file name of the video (or JSON lines) segment being written
     snapshots_lost: int = 0  # event pictures (frames, crops) that could not be written
+    recording: RecordingStats | None = None  # its recording's health (None: not recorded)
 
     def nested_counts(self) -> dict[str, dict[str, dict[str, int]]]:
         """Analytics counts as {line or zone: {event: {class: n}}}."""
@@ -73,7 +74,8 @@ class CameraStats:
             output_errors=dict(self.output_errors), fps=round(fps, 2), reconnects=self.reconnects,
             downtime_s=round(self.downtime_s, 2), latency=Latency.of(self.latency), counts=self.nested_counts(),
             occupancy=dict(self.occupancy), segment=self.segment, snapshots_lost=self.snapshots_lost,
-            video_frames_lost=self.video_frames_lost, jsonl_lines_lost=self.jsonl_lines_lost)
+            video_frames_lost=self.video_frames_lost, jsonl_lines_lost=self.jsonl_lines_lost,
+            recording=dataclasses.replace(self.recording) if self.recording is not None else None)
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Human-readable views of a metrics snapshot: the progress line and the final summary."""
 from __future__ import annotations
 
-from pipeline.metrics.snapshot import CameraSnapshot, Snapshot
+from pipeline.metrics.snapshot import CameraSnapshot, RecordingStats, Snapshot
 
 
 def _ms(v: float | None) -> str:
@@ -18,6 +18,17 @@ def progress_line(snap: Snapshot) -> str:
             f", cpu {snap.cpu_percent:.0f}% | " + " | ".join(parts))
 
 
+def recording_note(r: RecordingStats) -> str:
+    """A camera's recording in a few words: its size and rate, its segments, what it lacks."""
+    note = (f"recording {r.state}: {r.bytes / 1e6:.1f} MB in {r.segments} segment(s), "
+            f"{r.bytes_per_s * 8 / 1e6:.2f} Mbit/s")
+    lacks = [f"{n} {what}" for n, what in ((r.gaps, "gap(s)"), (r.dropped, "packet(s) dropped"), (r.stalls, "stall(s)"))
+             if n]
+    if r.audio.startswith("left out"):
+        lacks.append("no audio")
+    return note + (f" ({', '.join(lacks)})" if lacks else "")
+
+
 def _notes(c: CameraSnapshot) -> list[str]:
     notes = [f"moved {c.moves}x"] if c.moves else []
     if c.dropped:
@@ -26,6 +37,8 @@ def _notes(c: CameraSnapshot) -> list[str]:
         notes.append(f"{c.reconnects} reconnect(s), down {c.downtime_s:.1f}s")
     if c.detail:
         notes.append(c.detail)
+    if c.recording is not None:
+        notes.append(recording_note(c.recording))
     notes += [f"{output} output failed: {why}" for output, why in c.output_errors.items()]
     if c.snapshots_lost:
         notes.append(f"{c.snapshots_lost} snapshot picture(s) LOST")

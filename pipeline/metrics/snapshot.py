@@ -35,6 +35,24 @@ class Latency:
 
 
 @dataclass
+class RecordingStats:
+    """A camera's recording as it stands: kept up to date by its writer, copied into
+    each snapshot (`/api/cameras`, the report, the summary, Prometheus)."""
+
+    state: str = "waiting"  # waiting (for a keyframe), recording, reconnecting (its stream), failed, ended
+    file: str = ""          # the segment being written (relative to outputs.dir)
+    segments: int = 0
+    packets: int = 0
+    bytes: int = 0
+    bytes_per_s: float = 0.0  # over the last ten seconds or so
+    dropped: int = 0        # packets dropped while the writer was behind (up to the next keyframe)
+    gaps: int = 0           # holes in the recording: reconnects of its stream, drops
+    stalls: int = 0         # times a connected live stream sent nothing for `STALL_S`
+    audio: str = ""         # "copied", or why it is left out
+    error: str = ""
+
+
+@dataclass
 class CameraSnapshot:
     state: str = "starting"
     detail: str = ""
@@ -54,6 +72,7 @@ class CameraSnapshot:
     snapshots_lost: int = 0  # event pictures (frames, crops) that could not be written
     video_frames_lost: int = 0  # frames its video could not hold (disk full, the encoder failed)
     jsonl_lines_lost: int = 0  # JSON lines its output could not write
+    recording: RecordingStats | None = None
     host: str | None = None  # on a cluster: where it runs (None: its host died), its node, how often it moved
     node: str | None = None
     moves: int = 0
@@ -173,6 +192,8 @@ class Snapshot:
             if out[key] is None:
                 del out[key]
         for camera in out["cameras"].values():
+            if camera["recording"] is None:
+                del camera["recording"]
             if not self.hosts:
                 for key in ("host", "node", "moves"):
                     del camera[key]

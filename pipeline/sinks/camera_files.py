@@ -1,6 +1,8 @@
-"""The files each camera writes: its annotated video and its JSON lines.
+"""The files each camera writes: its annotated video, its JSON lines and its recording
+(`sinks.recording`: every JSON line of a recorded camera names the recording's file and
+the frame's time in it, its boxes in the recording's pixels).
 
-The two outputs fail separately: a video writer that fails (disk full, a folder that
+The outputs fail separately: a video writer that fails (disk full, a folder that
 vanished) stops that camera's video loudly (one error line, the camera's detail, the
 exit status) while its JSON lines go on, and the reverse. With `{camera}` in the JSON
 lines file name each camera has its own file; without it the cameras share one, closed
@@ -16,13 +18,16 @@ import contextlib
 import logging
 import os
 from dataclasses import replace
+from typing import Callable
 
 from pipeline.config import OutputsConfig
+from pipeline.config.outputs import RecordConfig
 from pipeline.frames import Frame, Resume
 from pipeline.metrics.registry import Metrics
 from pipeline.sinks.encoder import OnPacket, VideoWriter, segment_path
 from pipeline.sinks.jsonl import JsonlFiles, JsonlWriter, frame_record
 from pipeline.sinks.lease import Fenced, Lease
+from pipeline.sinks.recording import Recording
 from pipeline.sinks.segments import START, CameraSegments, last_stamp
 from pipeline.sinks.written import SHARED, WrittenIndex
 
@@ -47,6 +52,47 @@ def time_segments(out: OutputsConfig, cam: str, live: bool, own_jsonl: bool) -> 
     return CameraSegments(length, live, last_stamp(*patterns))
 
 
+def open_recording(out: OutputsConfig, cam: str, live: bool, record: RecordConfig,
+                   on_failure: Callable[[BaseException], None], on_file: Callable[[str], None]) -> Recording:
+    """A camera's recording: it writes from the camera's first keyframe on, named after
+    any of its recordings already on disk."""
+    return Recording(cam, out.dir, record, record.segment_for(live, out.video.segment_s), live,
+                     path=lambda stamp: out.record_path(cam, record.filename, stamp),
+                     after=last_stamp(out.record_path(cam, record.filename)), on_failure=on_failure,
+                     on_file=on_file)
+
+
+class OutputFailures:
+    """The outputs that stopped on an error, each said once (`camera/output` -> why): the
+    camera's other outputs go on, and its frames for a stopped one are counted lost."""
+
+    def __init__(self, metrics: Metrics, stage: str):
+        self.metrics = metrics
+        self.stage = stage  # the stage its errors are counted against
+        self.failed: dict[str, str] = {}
+
+    def fail(self, cam: str, output: str, error: BaseException) -> None:
+        why = f"{type(error).__name__}: {getattr(error, 'strerror', None) or error}"
+        if getattr(error, "filename", None):
+            why += f" ({error.filename})"  # type: ignore[attr-defined]
+        self.failed[f"{cam}/{output}"] = why
+        self.metrics.camera(cam).output_errors[output] = why
+        self.metrics.error(cam, self.stage)
+        log.error("camera %s: %s output failed, no more is written to it: %s", cam, output, why)
+
+    def working(self, cam: str, output: str, count_lost: bool = True) -> bool:
+        """Whether the camera's output still writes; a frame for a stopped one is lost."""
+        if f"{cam}/{output}" not in self.failed:
+            return True
+        if count_lost:
+            self.metrics.lost(cam, output, 1)
+        return False
+
+    def forget(self, cam: str) -> None:
+        """The camera starts again (an id that returns): its outputs write again."""
+        self.failed = {k: v for k, v in self.failed.items() if not k.startswith(f"{cam}/")}
+
+
 class CameraOutputs:
     """Every camera's writers; `write` and `close` of one camera are called from one thread.
     With time segments (`outputs.video.segment_s`, or `{start}` in a file name) a camera's
@@ -57,12 +103,14 @@ class CameraOutputs:
                  index: WrittenIndex | None = None):
         self.outputs = outputs
         self.metrics = metrics
-        self.stage = stage  # the stage its errors are counted against
+        self.failures = OutputFailures(metrics, stage)
+        self._fail = self.failures.fail
         self.index = index or WrittenIndex(outputs.dir)
         self.video: dict[str, VideoWriter] = {}
         self.jsonl = JsonlFiles(outputs.jsonl, outputs.jsonl_path, self._jsonl_writer)
         self.segments: dict[str, CameraSegments] = {}  # cameras with time-named files
-        self.failed: dict[str, str] = {}  # "camera/output" -> why it stopped
+        self.recordings: dict[str, Recording] = {}
+        self.record_names: dict[str, str] = {}  # camera -> its recording's file name (kept once it ends: retention)
         self.fenced: set[str] = set()  # cameras whose lease another writer took: nothing more is written
         self.ran: set[str] = set()  # cameras opened before: an id that returns continues its files
 
@@ -73,11 +121,13 @@ class CameraOutputs:
         return JsonlWriter(path, self.outputs.jsonl.flush_s, append, lease, on_file=lambda f: self.index.add(owner, f),
                            on_lost=lambda c, n: self.metrics.lost(c, "jsonl", n))
 
-    def open(self, cam: str, live: bool, resume: Resume = Resume(), on_packet: OnPacket | None = None) -> None:
+    def open(self, cam: str, live: bool, resume: Resume = Resume(), on_packet: OnPacket | None = None,
+             record: RecordConfig | None = None) -> None:
         """Open the outputs of a camera (at start-up, or one added while running);
-        `on_packet` sees every packet its video encoder makes, in every segment (event clips)."""
+        `on_packet` sees every packet its video encoder makes, in every segment (event
+        clips); `record`: its recording's settings (`record_for`), where it has one."""
         out = self.outputs
-        self.failed = {k: v for k, v in self.failed.items() if not k.startswith(f"{cam}/")}
+        self.failures.forget(cam)
         self.fenced.discard(cam)
         if cam in self.ran:  # the id returns: new segments, JSON lines appended
             segment = next_segment(out.video_path(cam)) if out.video.enabled else 0
@@ -95,6 +145,12 @@ class CameraOutputs:
             self.video[cam] = VideoWriter(out.video_path(cam), out.video, fragmented=fragmented,
                                           segment=resume.segment, lease=lease, on_packet=on_packet,
                                           on_file=lambda f: self.index.add(cam, f))
+        if record is not None and record.enabled:
+            self.record_names[cam] = record.filename
+            recording = self.recordings[cam] = open_recording(out, cam, live, record,
+                                                              lambda e: self._fail(cam, "recording", e),
+                                                              lambda f: self.index.add(cam, f))
+            self.metrics.camera(cam).recording = recording.stats
         self.metrics.outputs_opened(cam)
 
     def write(self, frame: Frame) -> None:
@@ -105,7 +161,7 @@ class CameraOutputs:
         seg = self.segments.get(cam)
         start = seg.next(frame, writer is not None and writer.needs_new_file(frame)) if seg is not None else None
         try:
-            if writer is not None and self._working(cam, "video"):
+            if writer is not None and self.failures.working(cam, "video"):
                 try:
                     if start is not None:
                         writer.cut(self.outputs.video_path(cam, start))
@@ -115,9 +171,11 @@ class CameraOutputs:
                 except Exception as e:
                     self._fail(cam, "video", e)
                     self.metrics.lost(cam, "video", writer.abandon())
-            if cam in self.jsonl.writers and self._working(cam, "jsonl"):
+            if cam in self.jsonl.writers and self.failures.working(cam, "jsonl"):
+                recording = self.recordings.get(cam)
+                spot = recording.spot(frame.record_time) if recording is not None else None
                 try:
-                    self.jsonl.next(cam, start).write(frame_record(frame))
+                    self.jsonl.next(cam, start).write(frame_record(frame, spot, recorded=recording is not None))
                 except Fenced:
                     raise
                 except Exception as e:
@@ -125,13 +183,6 @@ class CameraOutputs:
         except Fenced as e:
             self._fence(cam, e)
         self._show_segment(cam, writer, start)
-
-    def _working(self, cam: str, output: str) -> bool:
-        """Whether the camera's output still writes; a frame for a failed one is lost."""
-        if f"{cam}/{output}" not in self.failed:
-            return True
-        self.metrics.lost(cam, output, 1)
-        return False
 
     def _show_segment(self, cam: str, writer: VideoWriter | None, start: str | None) -> None:
         """The camera's current file in its metrics (`/api/cameras`, the live page)."""
@@ -143,7 +194,8 @@ class CameraOutputs:
 
     def is_open(self, path: str) -> bool:
         """Whether a file is still being written (retention never removes it)."""
-        files = [w.open_file for w in list(self.video.values())] + self.jsonl.open_files()
+        files = [w.open_file for w in list(self.video.values())] + self.jsonl.open_files() \
+            + [r.writer.open_file for r in list(self.recordings.values())]
         return os.path.abspath(path) in {os.path.abspath(f) for f in files if f}
 
     def _fence(self, cam: str, why: Fenced) -> None:
@@ -162,7 +214,8 @@ class CameraOutputs:
         """Finalise a camera's files; `last`: no other camera is open (a shared file closes)."""
         writer = self.video.get(cam)
         try:
-            if writer is not None and f"{cam}/video" not in self.failed and cam not in self.fenced:
+            if writer is not None and self.failures.working(cam, "video", count_lost=False) \
+                    and cam not in self.fenced:
                 try:
                     writer.close()
                 except Fenced:
@@ -180,16 +233,10 @@ class CameraOutputs:
         except Fenced as e:
             self._fence(cam, e)
         finally:
+            recording = self.recordings.pop(cam, None)
+            if recording is not None:
+                recording.close()  # after its camera's last packet: the main stream's reader has ended
             self.video.pop(cam, None)
             self.jsonl.writers.pop(cam, None)
             self.segments.pop(cam, None)
             self.metrics.outputs_closed(cam)
-
-    def _fail(self, cam: str, output: str, error: BaseException) -> None:
-        why = f"{type(error).__name__}: {getattr(error, 'strerror', None) or error}"
-        if getattr(error, "filename", None):
-            why += f" ({error.filename})"  # type: ignore[attr-defined]
-        self.failed[f"{cam}/{output}"] = why
-        self.metrics.camera(cam).output_errors[output] = why
-        self.metrics.error(cam, self.stage)
-        log.error("camera %s: %s output failed, no more is written to it: %s", cam, output, why)

@@ -21,12 +21,17 @@ said in the event). A new encoder with the same parameters (a time segment) cont
 the clip as it is.
 
 Packets are copied (their bytes and timing) before the camera's own muxer takes them: a
-packet muxed once is consumed.
+packet muxed once is consumed. A camera's recording, where it has one, feeds its clips
+instead (original quality): its packets come from the recording's own thread (taken
+under a lock) and run ahead of the analysis by the pipeline's latency, so its ring keeps
+`lead_s` more and an event is placed by presentation time, from the keyframe at or
+before `pre_s` earlier up to `post_s` after it.
 """
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
@@ -104,9 +109,12 @@ class PacketRing:
         self._bytes = 0
         self.budget_cut_s = None
 
-    def from_keyframe(self) -> list[Held]:
-        """The packets held, from their first keyframe on (what a clip can start with)."""
-        return list(self._held)
+    def from_keyframe(self, before: float | None = None) -> list[Held]:
+        """The packets held, from their first keyframe on (what a clip can start with), or
+        from the last keyframe at or before `before` seconds where there is one."""
+        held = list(self._held)
+        starts = [i for i, h in enumerate(held) if h.keyframe and before is not None and h.seconds <= before]
+        return held[starts[-1]:] if starts else held
 
     @property
     def bytes(self) -> int:
@@ -139,13 +147,14 @@ class ClipRecorder:
     make the clip's stream)."""
 
     def __init__(self, folder: str, pre_s: float, post_s: float, max_bytes: int = 64 * 1024 * 1024,
-                 on_file: Callable[[str], None] | None = None):
+                 lead_s: float = 0.0, on_file: Callable[[str], None] | None = None):
         self.folder = folder
         self.pre_s = pre_s
         self.on_file = on_file  # each clip once it exists (the run's record of what it wrote)
         self.post_s = post_s
         self.max_bytes = max_bytes
-        self.ring = PacketRing(pre_s, max_bytes // 2)
+        self.ring = PacketRing(pre_s + lead_s, max_bytes // 2)
+        self._lock = threading.RLock()
         self._stream = None
         self._encoder: tuple | None = None
         self._stream_packets = 0  # of the current encoder; its codec headers are complete once one was muxed
@@ -164,24 +173,28 @@ class ClipRecorder:
 
     def packet(self, packet: av.Packet, stream) -> None:
         """Every packet the camera's encoder makes, before it is muxed."""
-        held = Held.of(packet)
-        if stream is not self._stream:
-            self._new_encoder(stream, held.seconds)
-        self._stream_packets += 1
-        self.ring.add(held)
-        if self._ends_after_next:  # the packet of the frame whose event was marked last
-            self._end_s = max(self._end_s, held.seconds + self.post_s)
-            self._ends_after_next = False
-        if self._continues and self._stream_packets > 1:  # the new encoder's first packet is muxed
-            self._continues = False
-            if held.seconds <= self._end_s and self.ring.from_keyframe():
-                self._part += 1
-                self._open(segment_path(self._first_part, self._part), self.ring.from_keyframe())
-        if self._clip is not None:
-            if held.seconds > self._end_s:
-                self.close()
-            else:
-                self._write(held)
+        self.add(Held.of(packet), stream)
+
+    def add(self, held: Held, stream) -> None:
+        """A packet copied, and the stream it came in (its parameters make the clip's stream)."""
+        with self._lock:
+            if stream is not self._stream:
+                self._new_encoder(stream, held.seconds)
+            self._stream_packets += 1
+            self.ring.add(held)
+            if self._ends_after_next:  # the packet of the frame whose event was marked last
+                self._end_s = max(self._end_s, held.seconds + self.post_s)
+                self._ends_after_next = False
+            if self._continues and self._stream_packets > 1:  # the new encoder's first packet is muxed
+                self._continues = False
+                if held.seconds <= self._end_s and self.ring.from_keyframe():
+                    self._part += 1
+                    self._open(segment_path(self._first_part, self._part), self.ring.from_keyframe())
+            if self._clip is not None:
+                if held.seconds > self._end_s:
+                    self.close()
+                else:
+                    self._write(held)
 
     def _new_encoder(self, stream, at_s: float) -> None:
         encoder = _encoder(stream)
@@ -196,25 +209,26 @@ class ClipRecorder:
     def event(self, name: str, at_s: float | None = None) -> ClipRef:
         """An event at `at_s`, by default at the next packet's time (the sink marks a
         frame's events before it encodes the frame): the clip that will show it."""
-        if at_s is None:
-            self._ends_after_next = True
-        else:
-            self._end_s = max(self._end_s, at_s + self.post_s)
-        if self._clip is not None:
-            return ClipRef(self._clip_path)
-        held = self.ring.from_keyframe()
-        if self._stream is None or not held:
-            why = "nothing encoded yet" if self._stream is None else \
-                f"no keyframe within the {self.ring.max_bytes / 1e6:g} MB of clips.max_mb kept for the pre-roll"
-            return ClipRef(None, note=f"no clip: {why}")
-        self._part = 0
-        self._first_part = os.path.join(self.folder, f"{name}.mp4")
-        self._open(self._first_part, held)
-        at = _next_packet_s(held) if at_s is None else at_s
-        pre = at - held[0].seconds
-        if pre >= self.pre_s - 1e-6:
-            return ClipRef(self._clip_path)
-        return ClipRef(self._clip_path, round(pre, 3), self._shortened(at))
+        with self._lock:
+            if at_s is None:
+                self._ends_after_next = True
+            else:
+                self._end_s = max(self._end_s, at_s + self.post_s)
+            if self._clip is not None:
+                return ClipRef(self._clip_path)
+            held = self.ring.from_keyframe(None if at_s is None else at_s - self.pre_s)
+            if self._stream is None or not held:
+                why = "nothing encoded yet" if self._stream is None else \
+                    f"no keyframe within the {self.ring.max_bytes / 1e6:g} MB of clips.max_mb kept for the pre-roll"
+                return ClipRef(None, note=f"no clip: {why}")
+            self._part = 0
+            self._first_part = os.path.join(self.folder, f"{name}.mp4")
+            self._open(self._first_part, held, until=None if at_s is None else self._end_s)
+            at = _next_packet_s(held) if at_s is None else at_s
+            pre = at - held[0].seconds
+            if pre >= self.pre_s - 1e-6:
+                return ClipRef(self._clip_path)
+            return ClipRef(self._clip_path, round(pre, 3), self._shortened(at))
 
     def _shortened(self, at: float) -> str:
         wanted_from = at - self.pre_s
@@ -225,7 +239,8 @@ class ClipRecorder:
                    f"clips.max_mb kept for it"
         return "pre_s shortened: the video starts there"
 
-    def _open(self, path: str, held: list[Held]) -> None:
+    def _open(self, path: str, held: list[Held], until: float | None = None) -> None:
+        """A clip from `held`, up to `until` (a recording's packets may reach past the clip's end already)."""
         os.makedirs(self.folder, exist_ok=True)
         self._clip_path = path
         self._clip = av.open(path, "w")
@@ -235,6 +250,9 @@ class ClipRecorder:
         self._last_dts = None
         self._clip_bytes = 0
         for h in held:
+            if until is not None and h.seconds > until:
+                self.close()
+                return
             self._write(h)
 
     def _write(self, held: Held) -> None:
@@ -259,9 +277,10 @@ class ClipRecorder:
 
     def close(self) -> None:
         """Finish the clip under way (the camera ended, or its post-event time is over)."""
-        self._end_s = 0.0
-        self._continues = False
-        self._finish()
+        with self._lock:
+            self._end_s = 0.0
+            self._continues = False
+            self._finish()
 
     def _finish(self) -> None:
         if self._clip is None:

@@ -37,6 +37,8 @@ from pipeline.sinks.events import EventPublisher
 
 log = logging.getLogger("pipeline.evidence")
 
+RECORDING_LEAD_S = 10.0  # a recording's clip ring keeps this much more: its packets run ahead of the analysis
+
 Deliver = Callable[[list[Event], bytes | None], None]  # the frame's events (paths filled in) and its JPEG
 LOG_EVERY_LOST = 100  # pictures lost: the first is said, then one line per this many (a full disk is one story)
 
@@ -217,6 +219,7 @@ class EventEvidence:
         self.recent = recent
         self.clips = config.clips
         self.recorders: dict[str, ClipRecorder] = {}
+        self.by_time: set[str] = set()  # cameras whose clips come from their recording: events placed by time
         self.snapshots = Snapshots(root, self._deliver, on_lost=on_lost, on_file=on_file) if config.snapshots else None
 
     def start(self) -> None:
@@ -225,22 +228,37 @@ class EventEvidence:
 
     def on_packet(self, camera: str) -> Callable | None:
         """The camera's clip recorder, fed every encoded packet (None: clips are off)."""
+        recorder = self._recorder(camera, 0.0)
+        return recorder.packet if recorder is not None else None
+
+    def recording_clips(self, camera: str) -> Callable | None:
+        """The camera's clip recorder fed by its recording (original quality): `add(held,
+        stream)` on the recording's timeline, where its events are placed (None: clips are off)."""
+        recorder = self._recorder(camera, RECORDING_LEAD_S)
+        if recorder is None:
+            return None
+        self.by_time.add(camera)
+        return recorder.add
+
+    def _recorder(self, camera: str, lead_s: float) -> ClipRecorder | None:
+        self.by_time.discard(camera)
         if self.clips is None:
             return None
         on_file = self.on_file
         recorder = self.recorders[camera] = ClipRecorder(
             os.path.join(self.root, "events", camera), self.clips.pre_s, self.clips.post_s,
-            int(self.clips.max_mb * 1e6), on_file=None if on_file is None else lambda path: on_file(camera, path))
-        return recorder.packet
+            int(self.clips.max_mb * 1e6), lead_s, on_file=None if on_file is None else lambda path: on_file(camera, path))
+        return recorder
 
     def frame(self, frame: Frame) -> None:
         """Called by the sink for a frame with events, before its JSON line."""
         wall = time.time()
         recorder = self.recorders.get(frame.camera)
+        by_time = frame.camera in self.by_time
         for event in frame.events:
             event.time = round(wall, 3)
-            if recorder is not None:
-                self._clip(event, recorder.event(f"{stamp(wall)}_{frame.seq}"))
+            if recorder is not None and (frame.record_time is not None or not by_time):
+                self._clip(event, recorder.event(f"{stamp(wall)}_{frame.seq}", frame.record_time if by_time else None))
         if self.snapshots is not None:
             self.snapshots.frame(frame, wall)  # the events go on once the pictures are written
         else:

@@ -1,10 +1,12 @@
 """Machine-readable metadata: one JSON line per frame.
 
-`{"camera", "seq", "pts", "time", "detections": [{"box": [x1, y1, x2, y2], "score",
-"class_id", "class", "track"?, "labels"?: {classifier: {"label", "id", "score"}}}],
-"events"?, "errors"?}` with boxes in frame pixels. With `{camera}` in the file name each
-camera gets its own file; without it all cameras share one file (lines of one camera
-stay in order). Lines wait in memory and are appended at least every `flush_s`, whole
+`{"camera", "seq", "pts", "time", "recording"?, "recording_time"?, "detections": [{"box":
+[x1, y1, x2, y2], "score", "class_id", "class", "track"?, "labels"?: {classifier:
+{"label", "id", "score"}}}], "events"?, "errors"?}` with boxes in frame pixels; a recorded
+camera's rows name the recording's file and the frame's time in it (null: in none), and
+its boxes are in the recording's pixels (the main stream's, where a sub-stream is
+analysed). With `{camera}` in the file name each camera gets its own file; without it all
+cameras share one file (lines of one camera stay in order). Lines wait in memory and are appended at least every `flush_s`, whole
 lines in one write, after the writer's lease (if any) was checked: a killed process
 loses at most that much, as with the fragmented video, and never leaves half a line; a
 write that a full disk cuts short is cut back to the last whole line (`append_whole`)
@@ -23,8 +25,11 @@ import time
 from collections import Counter
 from typing import Callable
 
+import numpy as np
+
 from pipeline.config.outputs import JsonlOutputConfig
 from pipeline.frames import Frame
+from pipeline.sinks.recording_timeline import RecordingSpot
 from pipeline.sinks.segments import START, WallSegments, last_stamp
 
 OnFile = Callable[[str], None]  # a file was created (its path)
@@ -44,13 +49,17 @@ def append_whole(fd: int, data: bytes) -> None:
         raise
 
 
-def frame_record(frame: Frame) -> dict:
+def frame_record(frame: Frame, spot: RecordingSpot | None = None, recorded: bool = False) -> dict:
+    """The frame's JSON line; `recorded`: its camera has a recording, `spot` where the
+    frame lies in it."""
     det = frame.detections
     items = []
+    scale = _scale(frame, spot)
     if det is not None:
         for i in range(len(det)):
             cid = int(det.class_id[i])
-            entry: dict = {"box": [round(float(v), 2) for v in det.xyxy[i]], "score": round(float(det.score[i]), 4),
+            box = det.xyxy[i] if scale is None else det.xyxy[i] * scale
+            entry: dict = {"box": [round(float(v), 2) for v in box], "score": round(float(det.score[i]), 4),
                            "class_id": cid, "class": det.names(cid)}
             if det.track_id is not None and det.track_id[i] >= 0:
                 entry["track"] = int(det.track_id[i])
@@ -61,13 +70,31 @@ def frame_record(frame: Frame) -> dict:
                 entry["labels"] = labels
             items.append(entry)
     record: dict = {"camera": frame.camera, "seq": frame.seq, "pts": frame.pts,
-                    "time": None if frame.pts_seconds is None else round(frame.pts_seconds, 6),
-                    "detections": items}
+                    "time": None if frame.pts_seconds is None else round(frame.pts_seconds, 6)}
+    if recorded:
+        record["recording"] = spot.file if spot is not None else None
+        record["recording_time"] = spot.time if spot is not None else None
+    record["detections"] = items
     if frame.events:
         record["events"] = [e.to_dict() for e in frame.events]
     if frame.errors:
         record["errors"] = frame.errors
     return record
+
+
+def _scale(frame: Frame, spot: RecordingSpot | None) -> np.ndarray | None:
+    """How boxes in the frame's pixels become the recording's (None: the same size)."""
+    if spot is None:
+        return None
+    if frame.letterbox is not None:  # the analysed picture's size, never converting it to know
+        w, h = frame.letterbox.frame_w, frame.letterbox.frame_h
+    elif frame.picture is not None:
+        w, h = frame.picture.width, frame.picture.height
+    else:
+        h, w = frame.image.shape[:2]
+    if (w, h) == (spot.width, spot.height) or not (w and h):
+        return None
+    return np.array([spot.width / w, spot.height / h] * 2, np.float32)
 
 
 class JsonlWriter:

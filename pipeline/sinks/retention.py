@@ -24,7 +24,7 @@ import re
 import stat
 import threading
 import time
-from typing import Callable, Container, Iterable
+from typing import Callable, Iterable, Mapping
 
 from pipeline.config import OutputsConfig
 from pipeline.config.outputs import RetainConfig, stamped
@@ -139,10 +139,11 @@ def template_names(template: str, camera: str) -> str:
             + re.escape(ext))
 
 
-def names(outputs: OutputsConfig, camera: str) -> re.Pattern:
+def names(outputs: OutputsConfig, camera: str, recording: str | None = None) -> re.Pattern:
     """The relative paths of the files a camera's outputs write (SHARED: the JSON lines
-    file all cameras share), as written, with and without segment stamps."""
-    templates = []
+    file all cameras share), as written, with and without segment stamps; `recording`:
+    the file name of the camera's recording, which is always time-named."""
+    templates = [] if recording is None else [stamped(recording)]
     if outputs.video.enabled and camera != SHARED:
         templates.append(outputs.video.filename)
     if outputs.jsonl.enabled and ("{camera}" in outputs.jsonl.filename) == (camera != SHARED):
@@ -154,16 +155,17 @@ def names(outputs: OutputsConfig, camera: str) -> re.Pattern:
 class OutputRetention:
     """A run's retentions: `outputs.retain` over the videos and JSON lines (never an open
     file: `is_open`), `outputs.events.retain` over `events/`, each over the files the
-    run's record holds for `cameras` (those the run has); their counts go into the
+    run's record holds for `cameras` (those the run has, each with its recording's file
+    name, or None without a recording); their counts go into the
     metrics (`snapshot().retention`). Swept four times per time segment (every second
     at most, every minute at least), so the folder exceeds its budget by about a segment
     at most."""
 
     def __init__(self, outputs: OutputsConfig, is_open: Callable[[str], bool], metrics: Metrics,
-                 index: WrittenIndex, cameras: Callable[[], Container[str]]):
+                 index: WrittenIndex, cameras: Callable[[], Mapping[str, str | None]]):
         self.outputs = outputs
         self.cameras = cameras
-        self._names: dict[str, re.Pattern] = {}
+        self._names: dict[tuple[str, str | None], re.Pattern] = {}
         length = outputs.video.segment_s or 3600.0
         interval = min(60.0, max(1.0, length / 4))
         self.parts: list[Retention] = []
@@ -176,11 +178,13 @@ class OutputRetention:
                 self.parts.append(part)
 
     def _owns_output(self, relative: str, camera: str) -> bool:
-        if camera != SHARED and camera not in self.cameras():
+        written = self.cameras()
+        if camera != SHARED and camera not in written:
             return False
-        if camera not in self._names:
-            self._names[camera] = names(self.outputs, camera)
-        return self._names[camera].fullmatch(relative) is not None
+        key = (camera, written.get(camera))
+        if key not in self._names:
+            self._names[key] = names(self.outputs, *key)
+        return self._names[key].fullmatch(relative) is not None
 
     def _owns_evidence(self, relative: str, camera: str) -> bool:
         folder, name = os.path.split(relative)

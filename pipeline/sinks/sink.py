@@ -13,6 +13,7 @@ import threading
 import time
 
 from pipeline.config import OutputsConfig
+from pipeline.config.outputs import RecordConfig
 from pipeline.frames import EndOfStream, Frame, Item, Resume
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.queues import BoundedQueue, QueueClosed
@@ -55,10 +56,11 @@ class SinkStage:
     @property
     def failed(self) -> dict[str, str]:
         """Outputs that stopped on an error ("camera/output" -> why)."""
-        return self.files.failed
+        return self.files.failures.failed
 
-    def add_camera(self, cam: str, live: bool, resume: Resume = Resume()) -> None:
-        """Open the outputs of a camera (at start-up, or one added while running)."""
+    def add_camera(self, cam: str, live: bool, resume: Resume = Resume(), record: RecordConfig | None = None) -> None:
+        """Open the outputs of a camera (at start-up, or one added while running); a
+        recorded camera's event clips come from its recording."""
         with self._lock:
             if len(self.queues) < self.capacity.sink_workers(len(self.route) + 1):
                 self._add_worker()
@@ -68,7 +70,11 @@ class SinkStage:
             self.route[cam] = min(self.queues, key=lambda q: loads[id(q)])  # the worker with fewest cameras
             self.pending.add(cam)
             self.done.clear()
-        self.files.open(cam, live, resume, on_packet=self.evidence.on_packet(cam))
+        if record is None or not record.enabled:
+            self.files.open(cam, live, resume, on_packet=self.evidence.on_packet(cam))
+            return
+        self.files.open(cam, live, resume, record=record)
+        self.files.recordings[cam].on_video = self.evidence.recording_clips(cam)
 
     def _add_worker(self) -> None:
         q: BoundedQueue = BoundedQueue(f"sink[{len(self.queues)}]", self.queue_size, "block")

@@ -6,9 +6,15 @@ Files are read once (or looped). A broken packet is counted and skipped; a file 
 from some point on ends there. Network cameras treat every failure (refused, timed out,
 broken before or after their first frame) as an outage and reconnect under one policy
 (`Reconnect`) until `give_up_s` passes without a frame; the other cameras go on.
+
+A recorded camera hands every packet to its recording before decoding it; one analysed
+on its sub-stream (`detect_uri`) decodes only that, and its main stream is read by a
+thread of its own for the recording (`RecordingFeed`), ended before the camera's end of
+stream goes on (the recording closes behind it).
 """
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -21,9 +27,10 @@ from pipeline.metrics.registry import CameraState, CameraStats, Metrics
 from pipeline.preprocess import Preprocessor
 from pipeline.runtime.queues import QueueClosed
 from pipeline.runtime.stage import RunControl
-from pipeline.sources.connection import Connection, SourceError
+from pipeline.sources.connection import Connection, PacketTap, SourceError
 from pipeline.sources.framing import Framing
 from pipeline.sources.health import CameraHealth
+from pipeline.sources.main_stream import RecordingFeed
 from pipeline.sources.reconnect import Reconnect
 
 log = logging.getLogger("pipeline.source")
@@ -45,10 +52,22 @@ class Lane(Protocol):
         ...
 
 
+def wait_unless(stop: threading.Event, stop_camera: threading.Event, seconds: float) -> None:
+    """Sleep, waking at once when the run or this camera is stopped."""
+    deadline = time.monotonic() + seconds
+    while not (stop.is_set() or stop_camera.is_set()):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        stop_camera.wait(min(left, 0.1))
+
+
 class VideoSource:
     def __init__(self, config: SourceConfig, preprocess: Preprocessor, lane: Lane, metrics: Metrics,
-                 control: RunControl, max_frames: int | None = None, resume: Resume = Resume()):
+                 control: RunControl, max_frames: int | None = None, resume: Resume = Resume(),
+                 recording: PacketTap | None = None):
         self.config = config
+        self.analysed = config.analysed()  # what is decoded: the sub-stream where it has one
         self.camera = config.id
         self.preprocess = preprocess
         self.lane = lane  # where its frames go; a file waits for its turn before reading the next frame
@@ -60,10 +79,12 @@ class VideoSource:
         self.resume = resume
         self._said: set[str] = set()  # decoder fallbacks said once per camera, not per connection
         self.stop_event = threading.Event()  # this camera only (removed while the others go on)
+        self._wait = functools.partial(wait_unless, control.stop, self.stop_event)  # sleeps, waking when stopped
         self.health = CameraHealth(self.camera, metrics)
         self.stats: CameraStats = self.health.stats
         self.reconnect = Reconnect(config.reconnect)
         self.framing: Framing | None = None  # made when its thread starts
+        self.feed = RecordingFeed(config, recording, self._wait)
         self._thread = threading.Thread(target=self._run, name=f"source-{self.camera}", daemon=True)
 
     def start(self) -> None:
@@ -80,15 +101,6 @@ class VideoSource:
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
 
-    def _wait(self, seconds: float) -> None:
-        """Sleep, waking at once when the run or this camera is stopped."""
-        deadline = time.monotonic() + seconds
-        while not (self.control.stop.is_set() or self.stop_event.is_set()):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            self.stop_event.wait(min(left, 0.1))
-
     def _stopping(self) -> bool:
         return (self.control.stop.is_set() or self.stop_event.is_set()
                 or (self.max_frames is not None and self._seq >= self.max_frames))
@@ -101,7 +113,8 @@ class VideoSource:
     # -- the thread ---------------------------------------------------------------------
     def _run(self) -> None:
         eos = EndOfStream(self.camera, "eof")
-        self.framing = Framing(self.config, self.preprocess, self.metrics, self.resume, self._wait)
+        self.framing = Framing(self.analysed, self.preprocess, self.metrics, self.resume, self._wait)
+        self.feed.start(self.framing.timeline.started)
         try:
             if self.config.network:
                 self._run_live()
@@ -118,6 +131,7 @@ class VideoSource:
             eos.reason, eos.error = "failed", one_line(e)
             self.health.state(CameraState.FAILED, eos.error)
             log.exception("camera %s: source crashed", self.camera)
+        self.feed.finish()
         self.stats.downtime_s = self.reconnect.total_downtime()
         if eos.reason != "failed":
             self.health.state(CameraState.ENDED, self.health.ended_detail(eos.reason))
@@ -130,7 +144,7 @@ class VideoSource:
         """Read the file once, or over and over with `loop` (timestamps keep increasing)."""
         self.health.state(CameraState.CONNECTING)
         while True:
-            connection = Connection(self.config, self.health.bad_packet, self._said)
+            connection = Connection(self.analysed, self.health.bad_packet, self._said, tap=self.feed.tap)
             try:
                 self.health.state(CameraState.STREAMING)
                 assert self.framing is not None
@@ -155,7 +169,7 @@ class VideoSource:
             self.health.state(CameraState.RECONNECTING if rc.streamed else CameraState.CONNECTING, self.stats.detail)
             why = ""
             try:
-                connection = Connection(self.config, self.health.bad_packet, self._said)
+                connection = Connection(self.analysed, self.health.bad_packet, self._said, tap=self.feed.tap)
                 try:
                     assert self.framing is not None
                     self.framing.timeline.new_connection()
@@ -181,6 +195,7 @@ class VideoSource:
             assert self.framing is not None
             frame = self.framing(vf, connection)
             if frame is not None:
+                self.feed.analysed(frame.record_time)
                 self.lane.put(frame)
             self.lane.end_turn()
             if self._stopping():

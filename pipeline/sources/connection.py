@@ -14,7 +14,7 @@ import logging
 import time
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Iterator, Mapping, Protocol
 
 import av
 
@@ -140,6 +140,61 @@ def choose_decoder(codec: str, configured: str | None, decoders: Mapping[str, st
     return DecoderChoice(None, f"{mismatch} and FFmpeg has no {codec} decoder of its kind")
 
 
+def open_container(cfg: SourceConfig) -> av.container.InputContainer:
+    """The camera's video opened: protocol options and timeouts (`SourceError` when it cannot be)."""
+    options: dict[str, str] = {}
+    if cfg.network:
+        # no demuxer-side buffering and a short probe: the first frame comes ~1 s sooner
+        options.update(fflags="nobuffer", analyzeduration="500000")
+    if cfg.uri.startswith(("rtsp://", "rtsps://")):
+        options["rtsp_transport"] = cfg.transport
+        options["timeout"] = str(int(cfg.read_timeout_s * 1e6))  # socket I/O timeout, microseconds
+    options.update(cfg.options)
+    special = local_file_problem(cfg.uri)
+    if special:
+        raise SourceError(f"cannot open {cfg.uri}: {special}")
+    t0 = time.monotonic()
+    try:
+        container = av.open(cfg.uri, options=options, timeout=(cfg.open_timeout_s, cfg.read_timeout_s))
+    except Exception as e:
+        waited = time.monotonic() - t0
+        if cfg.network and waited >= cfg.open_timeout_s * 0.9:
+            raise SourceError(f"cannot open {cfg.uri}: no answer within open_timeout_s={cfg.open_timeout_s:g} "
+                              f"({one_line(e)})") from None
+        raise SourceError(f"cannot open {cfg.uri}: {one_line(e)}") from None
+    if not container.streams.video:
+        container.close()
+        raise SourceError(f"{cfg.uri}: no video stream")
+    return container
+
+
+class TapLink(Protocol):
+    """A connection's place on the camera's recording (`sinks.recording_timeline.Link`):
+    its timestamps plus `offset` (set at its first keyframe) are the recording's timeline."""
+
+    offset: int | None
+    last_dts: int | None
+    seconds: float  # one tick of its time base
+
+
+class PacketTap(Protocol):
+    """What sees a connection's packets before they are decoded: the camera's recording
+    (`sinks.recording.Recording`). `connect` gives the connection's place on it, handed
+    back with each packet."""
+
+    origin: float  # the clock reading its live timeline counts from (the camera's timeline's)
+
+    def connect(self, video, audio, rate: Fraction) -> TapLink: ...
+
+    def packet(self, packet, link) -> None: ...
+
+    def disconnect(self) -> None: ...
+
+    def failed(self, error: BaseException) -> None:
+        """Its stream cannot be read any more (a main stream that gave up)."""
+        ...
+
+
 @dataclass
 class DecodeStats:
     """What one connection decoded and skipped."""
@@ -149,52 +204,30 @@ class DecodeStats:
 
 
 class Connection:
-    """An open video: iterate `frames()`; `close()` when done. `said` is the camera's set
-    of decoder warnings already logged: the caller keeps it across the connections of a
-    camera (loop passes, reconnects) so that each is said once."""
+    """An open video: iterate `frames()` (or `demux()` without decoding); `close()` when
+    done. `said` is the camera's set of decoder warnings already logged: the caller keeps
+    it across the connections of a camera (loop passes, reconnects) so that each is said
+    once. `tap` sees every packet (its audio too) before it is decoded."""
 
-    def __init__(self, config: SourceConfig, on_bad_packet: Callable[[str], None], said: set[str] | None = None):
+    def __init__(self, config: SourceConfig, on_bad_packet: Callable[[str], None], said: set[str] | None = None,
+                 tap: PacketTap | None = None, decode: bool = True):
         self.config = config
         self.on_bad_packet = on_bad_packet
         self._said = set() if said is None else said
-        self.container = self._open()
+        self.container = open_container(config)
         try:
             self.stream = self.container.streams.video[0]
+            self.audio = self.container.streams.audio[0] if tap is not None and self.container.streams.audio else None
             self.rate = frame_rate(self.stream)
             self.time_base: Fraction = self.stream.time_base or Fraction(1, 90000)
-            self._decode = self._decoder()
+            self._decode = self._decoder() if decode else None
+            self.tap = tap
+            self.link = tap.connect(self.stream, self.audio, self.rate) if tap is not None else None
         except BaseException:
             self.container.close()
             raise
         self.stats = DecodeStats()
         self.ended_early: str | None = None  # a file that ends before its index says (truncated, corrupt)
-
-    def _open(self) -> av.container.InputContainer:
-        cfg = self.config
-        options: dict[str, str] = {}
-        if cfg.network:
-            # no demuxer-side buffering and a short probe: the first frame comes ~1 s sooner
-            options.update(fflags="nobuffer", analyzeduration="500000")
-        if cfg.uri.startswith(("rtsp://", "rtsps://")):
-            options["rtsp_transport"] = cfg.transport
-            options["timeout"] = str(int(cfg.read_timeout_s * 1e6))  # socket I/O timeout, microseconds
-        options.update(cfg.options)
-        special = local_file_problem(cfg.uri)
-        if special:
-            raise SourceError(f"cannot open {cfg.uri}: {special}")
-        t0 = time.monotonic()
-        try:
-            container = av.open(cfg.uri, options=options, timeout=(cfg.open_timeout_s, cfg.read_timeout_s))
-        except Exception as e:
-            waited = time.monotonic() - t0
-            if cfg.network and waited >= cfg.open_timeout_s * 0.9:
-                raise SourceError(f"cannot open {cfg.uri}: no answer within open_timeout_s={cfg.open_timeout_s:g} "
-                                  f"({one_line(e)})") from None
-            raise SourceError(f"cannot open {cfg.uri}: {one_line(e)}") from None
-        if not container.streams.video:
-            container.close()
-            raise SourceError(f"{cfg.uri}: no video stream")
-        return container
 
     def _decoder(self) -> Callable:
         """The configured decoder (e.g. h264_cuvid) or its sibling for the stream's codec,
@@ -235,6 +268,7 @@ class Connection:
         """Decoded frames until the end, `stop()`, or a broken stream (`SourceError`).
         A packet that fails to decode is reported and skipped; nothing decodable for
         `read_timeout_s` breaks the stream."""
+        assert self._decode is not None, "a connection opened with decode=False only demuxes"
         good_at: float | None = None
         now = 0.0
         for packet in self._packets():
@@ -264,6 +298,7 @@ class Connection:
 
     def _flush(self) -> Iterator[av.VideoFrame]:
         """The frames the decoder still holds at the end of the stream."""
+        assert self._decode is not None
         try:
             for vf in self._decode(None):
                 self.stats.frames += 1
@@ -271,11 +306,24 @@ class Connection:
         except (av.error.FFmpegError, ValueError):
             pass
 
+    def demux(self, stop: Callable[[], bool]) -> None:
+        """Read to the end (or `stop()`) without decoding: every packet goes to the tap."""
+        for _ in self._packets():
+            if stop():
+                return
+
     def _packets(self) -> Iterator:
+        tap, link, video = self.tap, self.link, self.stream.index
+        streams = (self.stream, self.audio) if self.audio is not None else (self.stream,)
         try:
-            for packet in self.container.demux(self.stream):
-                if packet.size:  # the demuxer's final empty packet is the decoder flush: done in `_flush`
-                    yield packet
+            for packet in self.container.demux(*streams):
+                if not packet.size:  # the demuxer's final empty packet is the decoder flush: done in `_flush`
+                    continue
+                if tap is not None:
+                    tap.packet(packet, link)
+                    if packet.stream_index != video:
+                        continue
+                yield packet
         except av.error.ExitError as e:  # read timeout of a hung live server
             raise SourceError(f"no data for {self.config.read_timeout_s:g}s (read_timeout_s): {one_line(e)}") from None
         except (av.error.FFmpegError, OSError) as e:
@@ -284,4 +332,6 @@ class Connection:
             self.ended_early = redact(one_line(e))
 
     def close(self) -> None:
+        if self.tap is not None:
+            self.tap.disconnect()
         self.container.close()

@@ -20,6 +20,7 @@ from pipeline.errors import one_line
 from pipeline.frames import Frame, Resume
 from pipeline.metrics.registry import Metrics
 from pipeline.preprocess import Preprocessor
+from pipeline.sources.connection import TapLink
 from pipeline.sources.gate import FrameGate
 from pipeline.sources.timeline import Timeline
 
@@ -31,6 +32,7 @@ class Decoded(Protocol):
 
     time_base: object
     rate: object
+    link: TapLink | None
 
 
 class Framing:
@@ -75,6 +77,11 @@ class Framing:
         frame = Frame(camera=self.camera, seq=seq, pts=pts, time_base=tb, image=None, t_capture=now,
                       rate=connection.rate, picture=vf)
         frame.stamps["capture"] = now
+        link = connection.link
+        if link is not None and link.offset is not None and vf.pts is not None:
+            frame.record_time = (vf.pts + link.offset) * link.seconds
+        elif self.config.detect_uri:  # the main stream is recorded: matched by time (README: "Recordings")
+            frame.record_time = frame.pts_seconds
         try:
             frame.tensor, frame.letterbox = self.preprocess(frame.image)
         except Exception as e:

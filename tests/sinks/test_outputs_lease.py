@@ -44,7 +44,7 @@ def test_a_fenced_writer_never_writes_again_and_leaves_whole_files(tmp_path):
         new.write(frame(seq))
     old.close("cam", last=True)
     new.close("cam", last=True)
-    assert old.fenced == {"cam"} and not old.failed
+    assert old.fenced == {"cam"} and not old.failures.failed
     seqs = [r["seq"] for r in read_jsonl(str(tmp_path / "out" / "cam.jsonl"))]
     assert seqs == list(range(100))  # each seq once: nothing from the stale writer after the fence
     assert (tmp_path / "out" / "cam.mp4").read_bytes() == before  # not a byte more, still playable

@@ -34,7 +34,7 @@ def outputs(tmp_path, cameras=("cam",), **more):
 def retention(tmp_path, cameras=("cam",), is_open=lambda path: False, **more) -> tuple[OutputRetention, Metrics]:
     metrics = Metrics()
     return OutputRetention(outputs(tmp_path, cameras, **more), is_open, metrics, WrittenIndex(str(tmp_path)),
-                           cameras=lambda: set(cameras)), metrics
+                           cameras=lambda: dict.fromkeys(cameras)), metrics
 
 
 def test_the_oldest_finished_files_go_first_until_the_folder_fits(tmp_path):

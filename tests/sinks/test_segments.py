@@ -138,7 +138,7 @@ def test_retention_never_removes_the_segment_being_written(tmp_path):
     for seq in range(60):
         files.write(frame(seq))
     retention = OutputRetention(replace(out, retain=RetainConfig(max_gb=1e-9)), files.is_open, Metrics(), files.index,
-                                cameras=lambda: {"cam"})
+                                cameras=lambda: {"cam": None})
     removed = retention.parts[0].sweep()
     video, lines = files.video["cam"].file, files.jsonl.writers["cam"].path
     assert video not in removed and lines not in removed and len(removed) == 4  # 2 closed segments, 2 files each

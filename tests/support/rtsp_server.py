@@ -2,6 +2,7 @@
 python3 (it needs `gi`). Serves `/cam` on 127.0.0.1 and prints the URL once ready.
 
     /usr/bin/python3 rtsp_server.py --port 0 --pattern ball --size 320x240 --fps 15
+    /usr/bin/python3 rtsp_server.py --codec h265 --bframes 2   (HEVC; H.264 with B-frames likewise)
     /usr/bin/python3 rtsp_server.py --file clip.mp4          (H.264 MP4, real-time pace)
 """
 import argparse
@@ -14,6 +15,19 @@ gi.require_version("GstRtspServer", "1.0")
 from gi.repository import GLib, Gst, GstRtspServer  # noqa: E402
 
 
+def encoder(args) -> str:
+    """The encoder and payloader: x264 without B-frames (zero latency) unless asked for
+    them (then the main profile, which allows them), or x265."""
+    if args.codec == "h265":
+        return (f"x265enc tune=zerolatency speed-preset=ultrafast key-int-max={args.fps} ! "
+                f"rtph265pay name=pay0 pt=96")
+    if args.bframes:
+        return (f"x264enc speed-preset=veryfast key-int-max={args.fps} bframes={args.bframes} b-adapt=false ! "
+                f"video/x-h264,profile=main ! rtph264pay name=pay0 pt=96")
+    return (f"x264enc tune=zerolatency speed-preset=ultrafast key-int-max={args.fps} ! "
+            f"rtph264pay name=pay0 pt=96")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=0)
@@ -21,6 +35,8 @@ def main() -> int:
     ap.add_argument("--pattern", default="ball")
     ap.add_argument("--size", default="320x240")
     ap.add_argument("--fps", type=int, default=15)
+    ap.add_argument("--codec", choices=("h264", "h265"), default="h264")
+    ap.add_argument("--bframes", type=int, default=0)
     args = ap.parse_args()
     Gst.init(None)
     if args.file:
@@ -28,8 +44,7 @@ def main() -> int:
     else:
         w, h = args.size.split("x")
         launch = (f"( videotestsrc is-live=true pattern={args.pattern} ! video/x-raw,width={w},height={h},"
-                  f"framerate={args.fps}/1 ! videoconvert ! x264enc tune=zerolatency speed-preset=ultrafast "
-                  f"key-int-max={args.fps} ! rtph264pay name=pay0 pt=96 config-interval=1 )")
+                  f"framerate={args.fps}/1 ! videoconvert ! {encoder(args)} config-interval=1 )")
     server = GstRtspServer.RTSPServer()
     server.set_address("127.0.0.1")
     server.set_service(str(args.port))

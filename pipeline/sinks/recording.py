@@ -1,0 +1,325 @@
+"""A camera's recording: the packets the camera sent, copied into time segments by a
+writer of its own (README: "Recordings").
+
+The thread that reads the camera (its own, or with `detect_uri` the one that reads its
+main stream) hands over each packet before decoding it (`packet`): a few integer checks
+and a put into a bounded queue, never a wait. The writer thread copies the packets into
+segment files (`recording_file`). A full queue drops packets up to the next keyframe
+(counted: the recording has a hole, never a broken picture); a write error (a full disk)
+stops the recording, counted and reported, while the camera goes on and the files written
+stay playable. A segment starts at the first keyframe after each boundary (the wall clock
+for live cameras, the media time for files, as `sinks.segments` cuts the video), and at a
+connection whose stream differs (codec, size, extradata). `spot(t)` says where a frame of
+the analysis lies in the files (`recording_timeline`).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import queue
+import threading
+import time
+from collections import deque
+from typing import Callable
+
+from pipeline.config.outputs import RecordConfig
+from pipeline.errors import one_line
+from pipeline.metrics.snapshot import RecordingStats
+from pipeline.sinks.clips import Held
+from pipeline.sinks.recording_file import SegmentFile, elsewhere, refusal
+from pipeline.sinks.recording_timeline import Link, RecordingSpot, Segment, SegmentPlan
+
+log = logging.getLogger("pipeline.recording")
+
+STALL_S = 2.0  # a connected live stream that sends nothing this long has stalled
+AUDIO_WAITING = 256  # audio packets of a connection held for its first keyframe, at most
+AUDIO = object()  # in the segment slot of a queue item: an audio packet
+
+
+class Recording:
+    """One camera's recording. `path(stamp)` is the file of the segment starting then;
+    `after` the newest stamp already on disk (names only increase); `on_failure` reports
+    a write error once (the camera's outputs count it); `on_video(held, stream)` gets a
+    copy of every video packet written, on the recording's timeline (event clips)."""
+
+    def __init__(self, camera: str, root: str, config: RecordConfig, segment_s: float | None, live: bool,
+                 path: Callable[[str], str], after: str | None, on_failure: Callable[[BaseException], None],
+                 on_file: Callable[[str], None] | None = None):
+        self.camera = camera
+        self.config = config
+        self.live = live
+        self.on_failure = on_failure
+        self.on_file = on_file  # each segment file once it exists (the run's record of what it wrote)
+        self.on_video: Callable | None = None
+        self.stats = RecordingStats()
+        self.plan = SegmentPlan(root, path, segment_s, live, after)
+        self.origin = time.perf_counter()  # a live recording's timeline counts from here (its camera's timeline's)
+        self._queue: queue.Queue = queue.Queue(config.queue)
+        self._stopped = False
+        self._skipping = True  # until a keyframe: a connection's start, or after packets were dropped
+        self._behind = False  # packets are being dropped: the writer fell behind
+        self._hole: list[float] | None = None  # the stretch of the timeline not recorded, open until a keyframe
+        self._last_link: Link | None = None
+        self._after: tuple | None = None  # where the next connection continues
+        self._links = 0
+        self._said: set[str] = set()
+        self.writer = RecordingWriter(self)
+
+    # -- the reading thread -----------------------------------------------------------
+    def connect(self, video, audio, rate) -> Link:
+        """A connection (a reconnect, a file's next pass) starts: its packets follow."""
+        link = Link(video, audio if self.config.audio else None, rate)
+        if self._links and self.live:
+            self.stats.gaps += 1
+        self._links += 1
+        self._skipping = True
+        self.writer.start()
+        return link
+
+    def disconnect(self) -> None:
+        """The connection ended: a live camera's recording has a hole until it is back."""
+        self.writer.connected = False
+        if self.live and not self._stopped:
+            self.stats.state = "reconnecting"
+            end = self._last_link.end() if self._last_link is not None else None
+            if end is not None and self._hole is None and self.plan.segments:
+                self._hole = [float(end[0]), math.inf]
+                self.plan.segments[-1].holes.append(self._hole)
+
+    def packet(self, packet, link: Link) -> None:
+        """Every packet the connection demuxes, before it is decoded."""
+        if self._stopped:
+            return
+        if packet.stream_index != link.index:
+            if packet.stream_index == link.audio_index:
+                self._audio(packet, link)
+            return
+        pts, dts = packet.pts, packet.dts
+        if pts is None or dts is None or link.held or link.stepping or (link.last_dts is not None
+                                                                          and dts <= link.last_dts):
+            for p, pts, dts in link.repair(packet):
+                self._video(p, link, pts, dts)
+            if link.stepping:
+                self._say("timestamps missing or not increasing: the recording is timed by the frame rate from here")
+            return
+        link.last_dts = dts
+        if link.max_pts is None or pts > link.max_pts:
+            link.max_pts = pts
+        self._video(packet, link, pts, dts)
+
+    def _video(self, packet, link: Link, pts: int, dts: int) -> None:
+        key = packet.is_keyframe
+        if self._skipping and not key:
+            if self._behind:
+                self.stats.dropped += 1
+            return
+        if self._queue.full():
+            self._drop(link, pts)
+            return
+        segment = self._keyframe(link, pts, dts) if key else None
+        if self._hole is not None:
+            self._hole[1] = (pts + link.offset) * link.seconds
+            self._hole = None
+        if self._skipping:
+            self.stats.state = "recording"  # from a keyframe: the start, its stream back, the writer caught up
+        self._skipping = self._behind = False
+        self._queue.put_nowait((packet, link, pts + link.offset, dts + link.offset, segment))
+        if link.audio_waiting:
+            waiting, link.audio_waiting = link.audio_waiting, []
+            for audio in waiting:
+                self._audio(audio, link)
+
+    def _audio(self, packet, link: Link) -> None:
+        """Audio goes where the video is recorded; before the connection's first keyframe it
+        waits for it (a file's audio may come first)."""
+        if link.offset is None:
+            if len(link.audio_waiting) < AUDIO_WAITING:
+                link.audio_waiting.append(packet)
+        elif not self._skipping:
+            try:
+                self._queue.put_nowait((packet, link, 0, 0, AUDIO))
+            except queue.Full:
+                self.stats.dropped += 1
+
+    def _drop(self, link: Link, pts: int) -> None:
+        """The writer is behind: drop up to the next keyframe, a hole in the recording."""
+        self.stats.dropped += 1
+        self._skipping = self._behind = True
+        if self._hole is None and link.offset is not None and self.plan.segments:
+            self.stats.gaps += 1
+            self._hole = [(pts + link.offset) * link.seconds, math.inf]
+            self.plan.segments[-1].holes.append(self._hole)
+            self._say("the writer fell behind: packets dropped up to the next keyframe")
+
+    def _keyframe(self, link: Link, pts: int, dts: int) -> Segment | None:
+        """The segment this keyframe starts (None: it goes on in the current one)."""
+        if link.offset is None:
+            if self._last_link is not None:
+                self._after = self._last_link.end() or self._after
+            link.anchor(pts, dts, *(self._after or (None, None)),
+                        wall_s=time.perf_counter() - self.origin if self.live else None)
+            self._last_link = link
+        return self.plan.keyframe(link, (pts + link.offset) * link.seconds, dts + link.offset)
+
+    def _say(self, what: str) -> None:
+        if what not in self._said:
+            self._said.add(what)
+            log.warning("camera %s: recording: %s", self.camera, what)
+
+    # -- the analysis' side ----------------------------------------------------------
+    def spot(self, t: float | None) -> RecordingSpot | None:
+        """Where the frame at `t` on the recording's timeline lies in its files (None: in
+        none: before the first keyframe, in a hole, or after the recording stopped)."""
+        if t is None or (self._stopped and t > self.writer.written_s):
+            return None
+        return self.plan.spot(t)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Write what waits, finish the file (the camera ended)."""
+        self._stopped = True
+        self.writer.stop(timeout)
+
+    def failed(self, error: BaseException) -> None:
+        """The recording cannot go on (its writer failed, its main stream gave up): nothing
+        more is queued; what was written stays."""
+        self._stopped = True
+        self.stats.state, self.stats.error = "failed", one_line(error)
+        self.on_failure(error)
+
+
+class RecordingWriter:
+    """The recording's own thread: packets from the queue into segment files."""
+
+    def __init__(self, recording: Recording):
+        self.recording = recording
+        self.stats = recording.stats
+        self.connected = False
+        self.written_s = -math.inf  # the latest picture written, on the timeline
+        self._queue = recording._queue
+        self._file: SegmentFile | None = None
+        self._segment: Segment | None = None
+        self._closing = threading.Event()
+        self._audio_last: int | None = None
+        self._rate: deque[tuple[float, int]] = deque(maxlen=10)
+        self._thread = threading.Thread(target=self._run, name=f"record-{recording.camera}", daemon=True)
+
+    def start(self) -> None:
+        """A connection begins: the writer runs from its camera's first connection on."""
+        self.connected = True
+        if self._thread.ident is None and not self._closing.is_set():
+            self._thread.start()
+
+    @property
+    def open_file(self) -> str | None:
+        return self._segment.path if self._file is not None and self._segment is not None else None
+
+    def _run(self) -> None:
+        stalled = False
+        while True:
+            try:
+                item = self._queue.get(timeout=STALL_S)
+            except queue.Empty:
+                if self._closing.is_set():
+                    break
+                if self.recording.live and self.connected and not stalled:
+                    self.stats.stalls += 1
+                    stalled = True
+                continue
+            if item is None:
+                break
+            stalled = False
+            try:
+                self._write(*item)
+            except Exception as e:
+                self._fail(e)
+                return
+        self._finish("ended")
+
+    def _write(self, packet, link: Link, pts: int, dts: int, segment: Segment | None) -> None:
+        if segment is AUDIO:
+            self._write_audio(packet, link)
+            return
+        if segment is not None:
+            self._open(segment, link)
+        assert self._file is not None and self._segment is not None
+        base = self._segment.base
+        key = packet.is_keyframe
+        if self.recording.on_video is not None:
+            self.recording.on_video(Held(bytes(packet), pts, dts, link.time_base, key), link.video)
+        self._file.write(packet, self._file.video, pts - base, dts - base, link.time_base, key)
+        if pts * link.seconds > self.written_s:
+            self.written_s = pts * link.seconds
+        self._count(packet.size)
+
+    def _write_audio(self, packet, link: Link) -> None:
+        if self._file is None or self._file.audio is None or packet.pts is None or packet.dts is None:
+            return
+        assert self._segment is not None
+        tb = link.audio.time_base
+        base = round(self._segment.base_s / tb)
+        dts = packet.dts + link.audio_offset - base
+        if dts < 0 or (self._audio_last is not None and dts <= self._audio_last):
+            return  # before the segment's first picture (the cut is at a video keyframe)
+        self._audio_last = dts
+        self._file.write(packet, self._file.audio, packet.pts + link.audio_offset - base, dts, tb, True)
+        self._count(packet.size)
+
+    def _open(self, segment: Segment, link: Link) -> None:
+        self._close_file()
+        audio = link.audio
+        if audio is not None:
+            ext = os.path.splitext(segment.path)[1].lower()
+            why = refusal(ext, audio, link.audio_codec)
+            if why is not None:
+                audio = None
+                self.stats.audio = f"left out: the {ext} container cannot hold {link.audio_codec} ({why})"
+                self.recording._say(f"audio {self.stats.audio}; {elsewhere(link.audio, link.audio_codec)}")
+            else:
+                self.stats.audio = "copied"
+        self._file = SegmentFile(segment.path, link.video, link.codec, audio)
+        if self.recording.on_file is not None:
+            self.recording.on_file(segment.path)
+        self._segment = segment
+        self._audio_last = None
+        self.stats.segments += 1
+        self.stats.file = segment.file
+
+    def _count(self, size: int) -> None:
+        self.stats.packets += 1
+        self.stats.bytes += size
+        now = time.monotonic()
+        if not self._rate or now - self._rate[-1][0] >= 1.0:
+            self._rate.append((now, self.stats.bytes))
+            t0, b0 = self._rate[0]
+            self.stats.bytes_per_s = round((self.stats.bytes - b0) / (now - t0), 1) if now > t0 else 0.0
+
+    def _fail(self, error: BaseException) -> None:
+        self._finish("failed")
+        self.recording.failed(error)
+
+    def _close_file(self) -> None:
+        if self._file is not None:
+            file, self._file = self._file, None
+            file.close()
+
+    def _finish(self, state: str) -> None:
+        try:
+            self._close_file()
+        except Exception as e:  # the last fragment could not be written: the file plays up to the one before
+            if state != "failed":
+                self.recording.failed(e)
+            return
+        if state != "failed":
+            self.stats.state = state
+
+    def stop(self, timeout: float) -> None:
+        self._closing.set()
+        if self._thread.ident is None:  # its camera never connected
+            self._finish("ended")
+            return
+        try:
+            self._queue.put_nowait(None)
+        except queue.Full:
+            pass  # the writer drains it, then finds it closing
+        self._thread.join(timeout)

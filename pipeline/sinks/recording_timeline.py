@@ -1,0 +1,209 @@
+"""A recording's timeline: where each connection's packets go on it, which segment file
+holds which stretch of it, and where a frame of the analysis lies in those files.
+
+- **One offset per connection** (a reconnect, a file's next pass), added to pts and dts
+  alike, so a B-frame stream keeps its decode order and its delay. A file's first pass
+  keeps the file's own timestamps; every later connection continues after what was
+  written (one frame after the last picture, never a decode time that steps back), and
+  a live camera's also keeps the wall clock: an outage is a gap in time, never a jump back.
+- **Timestamps the stream lacks** are made before the packet is decoded, so that the
+  analysis and the recording agree: an RTSP B-frame stream's first packets carry a pts
+  but no dts (held until the first dts shows, then counted back from it); a stream with
+  none at all (a raw `.h264` file) or with timestamps that do not increase is timed by
+  the frame rate from there.
+- **Segments** start on a keyframe. Each file starts at 0: its packets are rebased by its
+  first packet's dts, so a frame's time in its file is its time on the timeline minus that
+  base, the B-frame delay included (what a player shows).
+"""
+from __future__ import annotations
+
+import io
+import os
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Callable
+
+import av
+
+from pipeline.sinks.segments import SegmentClock
+
+HOLD = 16  # packets of a connection held back at most while they have a pts but no dts yet
+KEEP_SEGMENTS = 64  # segments `spot` looks into: frames are seconds behind their packets, not hours
+
+
+@dataclass(frozen=True)
+class RecordingSpot:
+    """Where a frame lies in the recording: the file (relative to `outputs.dir`), its
+    time in that file's own clock (seconds) and the size of the file's pictures."""
+
+    file: str
+    time: float
+    width: int
+    height: int
+
+
+@dataclass
+class Segment:
+    """One file of the recording and the stretch of the timeline it holds."""
+
+    file: str          # relative to outputs.dir: what the JSON lines name
+    path: str
+    start_s: float     # the timeline time of its first keyframe
+    base: int          # its first packet's dts on the timeline (its link's time base): 0 in the file
+    time_base: Fraction
+    width: int
+    height: int
+    params: tuple      # codec, size, extradata, time base: the stream it can hold
+    holes: list[list[float]] = field(default_factory=list)  # [from, to) dropped (the writer was behind)
+
+    @property
+    def base_s(self) -> float:
+        return float(self.base * self.time_base)
+
+    def spot(self, t: float) -> RecordingSpot | None:
+        if any(a <= t < b for a, b in self.holes):
+            return None
+        return RecordingSpot(self.file, round(t - self.base_s, 6), self.width, self.height)
+
+
+class Link:
+    """One connection as the recording sees it: its streams (the templates of a segment's
+    streams), the offset that puts its timestamps on the recording's timeline, and the
+    repair of timestamps it lacks (see the module's docstring)."""
+
+    def __init__(self, video, audio, rate: Fraction):
+        self.index = video.index
+        self.audio_index = audio.index if audio is not None else -1
+        self.time_base: Fraction = video.time_base or Fraction(1, 90000)
+        self.seconds = float(self.time_base)  # per tick, for the per-frame arithmetic
+        self.step = max(1, round(1 / (rate * self.time_base)))
+        self.codec = video.codec_context.name
+        self.audio_codec = audio.codec_context.name if audio is not None else ""
+        self.width, self.height = video.width, video.height
+        self.params = (self.codec, self.width, self.height, bytes(video.codec_context.extradata or b""),
+                       self.time_base)
+        # the streams' parameters, kept in a container of their own: the writer and the
+        # clips make their streams from them after the connection has closed
+        self._holder = av.open(io.BytesIO(), "w", format="null")  # takes any codec
+        self.video = self._holder.add_stream_from_template(video)
+        self.audio = self._holder.add_stream_from_template(audio) if audio is not None else None
+        self.offset: int | None = None  # set at its first keyframe
+        self.audio_offset = 0
+        self.last_dts: int | None = None
+        self.max_pts: int | None = None
+        self.held: list = []  # packets with a pts and no dts yet
+        self.audio_waiting: list = []  # audio packets before its first keyframe
+        self.stepping = False  # timed by the frame rate
+
+    def repair(self, packet) -> list[tuple[object, int, int]]:
+        """The (packet, pts, dts) ready to go on, for a packet whose timestamps are
+        missing or do not increase (those held before it included, in order)."""
+        pts, dts = packet.pts, packet.dts
+        fresh = dts is not None and (self.last_dts is None or dts > self.last_dts)
+        if not self.stepping and not self.held and fresh and pts is None:
+            return [self._take(packet, dts, dts)]  # a decode time only: shown then
+        if not self.stepping and dts is None and (pts is not None or not self.held) and len(self.held) < HOLD:
+            self.held.append(packet)  # an RTSP stream's first packets: a pts, the dts comes later
+            return []
+        if self.held and fresh and pts is not None:
+            return self._count_back(packet, pts, dts)
+        self.stepping = True
+        out = [self._step(p) for p in [*self.held, packet]]
+        self.held = []
+        return out
+
+    def _take(self, packet, pts: int, dts: int) -> tuple[object, int, int]:
+        """The packet goes on with these times; they are written into it too, before it is
+        decoded, so that its frame gets the same time."""
+        packet.pts, packet.dts = pts, dts
+        self.last_dts = dts
+        self.max_pts = pts if self.max_pts is None else max(self.max_pts, pts)
+        return packet, pts, dts
+
+    def _count_back(self, packet, pts: int, dts: int) -> list[tuple[object, int, int]]:
+        """The held packets get the decode times before this one's, one frame each; a
+        keyframe held without a pts is shown one frame before the earliest picture after it."""
+        held, self.held = self.held, []
+        out = []
+        for i, p in enumerate(held):
+            d = dts - (len(held) - i) * self.step
+            later = [q.pts for q in held[i + 1:] if q.pts is not None] + [pts]
+            shown = max(d, p.pts if p.pts is not None else min(later) - self.step)
+            out.append(self._take(p, shown, d))
+        return out + [self._take(packet, pts, dts)]
+
+    def _step(self, packet) -> tuple[object, int, int]:
+        """Timed by the frame rate from the last decode time (a pts later than that is kept)."""
+        dts = 0 if self.last_dts is None else self.last_dts + self.step
+        return self._take(packet, packet.pts if packet.pts is not None and packet.pts >= dts else dts, dts)
+
+    def anchor(self, pts: int, dts: int, after_pts_s: Fraction | None, after_dts_s: Fraction | None,
+               wall_s: float | None) -> None:
+        """Put this connection on the timeline at its first keyframe: after what was
+        written (`after_*`: one frame past the last picture, the last decode time) and,
+        live, at the wall clock."""
+        tb = self.time_base
+        if after_pts_s is None and wall_s is None:
+            offset = 0  # a file's first pass keeps its own timestamps
+        else:
+            candidates = [] if wall_s is None else [round(Fraction(wall_s) / tb) - pts]
+            if after_pts_s is not None:
+                candidates.append(-(-after_pts_s // tb) - pts)
+            if after_dts_s is not None:
+                candidates.append(int(after_dts_s // tb) + 1 - dts)
+            offset = int(max(candidates))
+        self.offset = offset
+        if self.audio is not None:
+            self.audio_offset = round(offset * tb / self.audio.time_base)
+
+    def end(self) -> tuple[Fraction, Fraction] | None:
+        """Where the next connection goes on: one frame after the last picture, and the
+        last decode time (seconds on the timeline)."""
+        if self.offset is None or self.max_pts is None or self.last_dts is None:
+            return None
+        tb = self.time_base
+        return (self.max_pts + self.offset + self.step) * tb, (self.last_dts + self.offset) * tb
+
+
+class SegmentPlan:
+    """Which keyframe starts a segment and what it is named (`sinks.segments`' boundaries:
+    a live camera's on the wall clock, a file's on its media time, named from the wall
+    clock at its first keyframe), and where a frame lies in the segments."""
+
+    def __init__(self, root: str, path: Callable[[str], str], segment_s: float | None, live: bool, after: str | None):
+        self.root = root
+        self.path = path  # a segment's stamp -> its file
+        self.live = live
+        self.clock = SegmentClock(segment_s, after)
+        self.segments: list[Segment] = []  # replaced, never changed in place: `spot` reads it from other threads
+        self._media0: tuple[float, float] | None = None  # a file's (wall clock, media time) at its first keyframe
+
+    def keyframe(self, link: Link, t: float, base: int) -> Segment | None:
+        """The segment a keyframe at `t` (timeline seconds; `base`: its dts on the timeline)
+        starts, or None: it goes on in the current one."""
+        wall = time.time()
+        if self.live:
+            at_s = name_s = wall
+        else:
+            if self._media0 is None:
+                self._media0 = (wall, t)
+            at_s, name_s = t, self._media0[0] + t - self._media0[1]
+        current = self.segments[-1] if self.segments else None
+        if current is not None and current.params != link.params:
+            stamp: str | None = self.clock.restart(name_s)  # another codec or size: a file of its own
+        else:
+            stamp = self.clock.advance(at_s, name_s)
+        if stamp is None:
+            return None
+        path = self.path(stamp)
+        segment = Segment(os.path.relpath(path, self.root), path, t, base, link.time_base, link.width, link.height,
+                          link.params)
+        self.segments = self.segments[-KEEP_SEGMENTS + 1:] + [segment]
+        return segment
+
+    def spot(self, t: float) -> RecordingSpot | None:
+        for segment in reversed(self.segments):
+            if segment.start_s <= t:
+                return segment.spot(t)
+        return None
