@@ -36,25 +36,30 @@ def _quit_on_signal(signum: int, _frame) -> None:
     os._exit(INTERRUPTED)
 
 
-def _problems(problems: list[str]) -> int:
+def _problems(problems: list[str], status: int = BAD_INPUT) -> int:
     from pipeline.redact import redact
 
     for p in problems:
         print(f"error: {redact(p)}", file=sys.stderr)
-    return BAD_INPUT
+    return status
+
+
+def _failed(e) -> int:
+    """A `PipelineError`: its lines, its exit status."""
+    return _problems(e.problems, e.exit_status)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Everything `run` checks before starting, plus one frame of every file camera and
     the metrics port; nothing is written."""
-    from pipeline.config import ConfigError
+    from pipeline.errors import PipelineError
     from pipeline.preflight import check
-    from pipeline.redact import register_config
+    from pipeline.config.secrets import register_config
 
     try:
         checked = check(args.config, for_run=False)
-    except ConfigError as e:
-        return _problems(e.problems)
+    except PipelineError as e:
+        return _failed(e)
     register_config(checked.config)
     if checked.problems:
         return _problems(checked.problems)
@@ -78,11 +83,9 @@ def _run_problems(args: argparse.Namespace) -> list[str]:
 def cmd_run(args: argparse.Namespace) -> int:
     """Check everything, hold the output folder, build the graph (one process, or hosts on
     a Ray cluster) and run it in the one run loop."""
-    from pipeline.config import ConfigError
-    from pipeline.engines.session import ModelError
-    from pipeline.errors import StartupError
+    from pipeline.config.secrets import register_config
+    from pipeline.errors import PipelineError
     from pipeline.preflight import check
-    from pipeline.redact import register_config
     from pipeline.runloop import OutputLock, RunOptions, run
 
     problems = _run_problems(args)
@@ -90,7 +93,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _problems(problems)
     cameras = [c for c in args.cameras.split(",") if c] if args.cameras is not None else None
     try:
-        checked = check(args.config, args.output, args.report, cameras, for_run=True, cluster=bool(args.cluster))
+        if args.cluster:
+            from pipeline.cluster.checks import check_for_cluster
+
+            checked = check_for_cluster(args.config, args.output, args.report, cameras)
+        else:
+            checked = check(args.config, args.output, args.report, cameras, for_run=True)
         register_config(checked.config)
         if checked.problems:
             return _problems(checked.problems)
@@ -100,10 +108,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                              prometheus_port=None if args.cluster else config.metrics.prometheus_port)
         with OutputLock(config.outputs.dir):
             return run(_runner(args, config, checked), options)
-    except ConfigError as e:
-        return _problems(e.problems)
-    except (ModelError, StartupError) as e:
-        return _problems([str(e)])
+    except PipelineError as e:
+        return _failed(e)
 
 
 def _runner(args: argparse.Namespace, config, checked):
@@ -111,19 +117,18 @@ def _runner(args: argparse.Namespace, config, checked):
     if args.cluster:
         from pipeline.cluster.ray_run import ClusterOptions, ClusterRun
 
-        checked.close()  # the hosts open their own sessions
         return ClusterRun(config, ClusterOptions(args.cluster, args.hosts, args.cpus_per_host, args.max_frames,
                                                  args.host_timeout or 5.0))
     from pipeline.graph import Pipeline
 
-    return Pipeline(config, max_frames=args.max_frames, sessions=checked.sessions)
+    return Pipeline(config, max_frames=args.max_frames, models=checked.models)
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
     import yaml
 
     from pipeline.cluster.ray_run import cluster_command
-    from pipeline.errors import StartupError
+    from pipeline.errors import PipelineError
 
     if args.action == "add":
         if not args.source:
@@ -138,8 +143,8 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         return _problems(["remove: which camera? pipeline cluster remove CAMERA"])
     try:
         return cluster_command(args)
-    except StartupError as e:  # no Ray cluster to reach
-        return _problems([str(e)])
+    except PipelineError as e:  # no Ray cluster to reach
+        return _failed(e)
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -160,7 +165,9 @@ def cmd_models(args: argparse.Namespace) -> int:
             built = f"; variants built by fetch: {', '.join(variants)}" if variants else ""
             print(f"{'':<22}source: {e.source}{built}")
         return 0
-    fetcher = catalog.Fetcher(dest=dest)
+    from pipeline.modelfile import variants
+
+    fetcher = catalog.Fetcher(dest=dest, build_variant=variants.build)
     if args.no_mirror:
         fetcher.mirrors = []
     fetcher.mirrors = [Path(m) for m in args.mirror or []] + fetcher.mirrors
@@ -213,11 +220,23 @@ def _add_cluster(sub) -> None:
     cluster.set_defaults(func=cmd_cluster)
 
 
+class Renamed(argparse.Action):
+    """An option that was renamed: it is refused with the name to use now."""
+
+    def __init__(self, option_strings, dest, now: str, **kwargs):
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+        self.now = now
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string} was renamed: use {self.now}")
+
+
 def _add_bench(sub) -> None:
     bench = sub.add_parser("bench", help="sync baseline vs pipeline vs the machine's limit; --tracking: tracker "
                                          "quality against peers")
     bench.add_argument("--config", help="the config to bench (not with --tracking)")
     bench.add_argument("--camera-count", type=int, default=4, help="cameras: the config's sources repeated to N")
+    bench.add_argument("--cameras", action=Renamed, now="--camera-count N")
     bench.add_argument("--frames", type=int, default=200, help="frames per camera")
     bench.add_argument("--out", default="bench")
     bench.add_argument("--live", action="store_true", help="add the paced overload case (latency under load)")

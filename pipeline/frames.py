@@ -9,9 +9,11 @@ every consumer (drawing, JSON lines, analytics) names them the same way.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -124,19 +126,60 @@ class ZoneCount:
 
 
 @dataclass
+class Event:
+    """Something analytics saw on a frame: a track crossed a line (`direction` in or out)
+    or entered or left a zone. The sink adds when it was written (`time`, wall clock) and
+    its evidence (paths relative to `outputs.dir`) before the frame's JSON line; the same
+    record goes to the JSON lines, the page's panel and the event destinations."""
+
+    camera: str
+    seq: int
+    pts: int | None
+    track: int
+    cls: str
+    event: str  # "cross", "enter", "exit"
+    line: str | None = None
+    zone: str | None = None
+    direction: str | None = None
+    time: float | None = None
+    snapshot: str | None = None
+    crop: str | None = None
+    snapshot_error: str | None = None  # why a picture named above could not be written (it is left out)
+    clip: str | None = None
+    clip_pre_s: float | None = None  # the clip's pre-roll, where the byte budget made it shorter than `pre_s`
+    clip_note: str | None = None
+
+    def to_dict(self) -> dict:
+        """Its JSON form: `class` for `cls`, unset fields left out."""
+        out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        out["class"] = out.pop("cls")
+        return out
+
+    @property
+    def name(self) -> str:
+        """A short name for files: `cross_door_in_t7`."""
+        parts = [self.event, self.line or self.zone or "", self.direction or "", f"t{self.track}"]
+        return "_".join(p for p in parts if p).replace("/", "-")
+
+
+@dataclass
 class Frame:
     """One decoded picture of one camera on its way through the graph.
 
     `seq` counts decoded frames per camera (gaps mean drops); `order` is assigned when the
     frame enters the first batching stage and is gap-free per camera, which is what the
     reorder buffers after asynchronous stages wait on.
+
+    `image` is the BGR picture, made from the decoded `picture` (an `av.VideoFrame`) the
+    first time a stage asks for it: a frame nobody draws on, crops or shows is never
+    converted (`converted` says whether it was).
     """
 
     camera: str
     seq: int
     pts: int | None
     time_base: Fraction | None
-    image: np.ndarray
+    image: np.ndarray | None = field(repr=False)
     t_capture: float
     rate: Fraction | None = None
     order: int = -1
@@ -145,9 +188,10 @@ class Frame:
     detections: Detections | None = None
     lines: list[LineCount] = field(default_factory=list)  # analytics results on this frame
     zones: list[ZoneCount] = field(default_factory=list)
-    events: list[dict] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     stamps: dict[str, float] = field(default_factory=dict)
+    picture: Any = field(default=None, repr=False)  # the decoded av.VideoFrame, until converted
 
     def stamp(self, boundary: str) -> None:
         self.stamps[boundary] = time.perf_counter()
@@ -157,6 +201,23 @@ class Frame:
         if self.pts is None or self.time_base is None:
             return None
         return float(self.pts * self.time_base)
+
+
+def _image(frame: Frame) -> np.ndarray:
+    if frame._image is None:
+        if frame.picture is None:
+            raise ValueError(f"frame {frame.camera}/{frame.seq} has no picture")
+        frame._image = frame.picture.to_ndarray(format="bgr24", threads=1)  # swscale would start a pool per camera
+        frame.picture = None
+    return frame._image
+
+
+def _set_image(frame: Frame, image: np.ndarray | None) -> None:
+    frame._image = image
+
+
+Frame.image = property(_image, _set_image)  # type: ignore[assignment]  # a field made on first use
+Frame.converted = property(lambda f: f._image is not None)  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -183,7 +244,7 @@ class Resume:
     id), the video segment to write next (`<name>.partN`; with time-named segments the
     number of segments on disk, and the next is named after the newest of them), whether
     its JSON lines continue an existing file, and the lease its writers hold (`epoch`, 0:
-    unfenced; see `sinks.outputs.Lease`)."""
+    unfenced; see `sinks.lease.Lease`)."""
 
     start_at: int = 0
     seq: int = 0

@@ -10,54 +10,56 @@ included, is a `Stage` (start / accept / stop / join / close). Usable as a libra
 without the CLI (one shard of a multi-machine deployment runs
 `Pipeline(config.subset([...]))`): `start()`, `wait()`, `stop()`, `close()`,
 `snapshot()`, and cameras added or removed while running. The config is never modified.
-Models are checked before a camera starts (`pipeline.preflight`); sessions it opened are
-passed in, else they are opened here.
+Models are opened and checked once (`engines.model_check`): by the start-up checks, which
+pass them in, or here for those not given.
 """
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import cv2
-import onnxruntime as ort
 
 from pipeline.config import Config, SourceConfig, entry_stage
-from pipeline.control import CameraControl
-from pipeline.engines.plan import plan_threads
-from pipeline.engines.registry import EngineRegistry, gpu_models, open_sessions
+from pipeline.engines.engine_registry import EngineRegistry
+from pipeline.engines.model_check import OpenModel, open_models
+from pipeline.engines.plan import ThreadPlan, plan_threads
+from pipeline.engines.session import ModelError
+from pipeline.errors import CameraInUse
 from pipeline.frames import Resume
 from pipeline.metrics.registry import Metrics, thread_count
+from pipeline.metrics.snapshot import Snapshot
 from pipeline.preprocess import Preprocessor
 from pipeline.runtime.ingress import Ingress
 from pipeline.runtime.stage import RunControl, Stage
-from pipeline.runtime.threads import Capacity, ThreadPlan
-from pipeline.sinks.events import EventPublisher
-from pipeline.sinks.evidence import EventEvidence, RecentEvents
-from pipeline.sinks.preview import Preview
-from pipeline.sinks.retention import OutputRetention
-from pipeline.sinks.stage import SinkStage
-from pipeline.sources.video import VideoSource
+from pipeline.runtime.threads import Capacity
+from pipeline.side_outputs import SideOutputs
+from pipeline.sinks.sink import SinkStage
+from pipeline.sources.camera import VideoSource
 from pipeline.stages import STAGES
 from pipeline.stages.build import BuildContext
-from pipeline.web.server import WebServer
 
 log = logging.getLogger("pipeline.graph")
 
 
 class Pipeline:
     def __init__(self, config: Config, max_frames: int | None = None, timeline: bool = False,
-                 sessions: dict[str, ort.InferenceSession] | None = None):
+                 models: dict[str, OpenModel] | None = None):
         self.config = config
         self.metrics = Metrics(timeline)
         self.control = RunControl()
         self.max_frames = max_frames
         self.sources: list[VideoSource] = []
+        self._adding = threading.Lock()  # cameras added while running: one at a time
         self.stages: list[Stage] = []
         self.started = False
         base_threads = thread_count()
         try:
-            opened = open_sessions(config, sessions or {})
-            self.plan: ThreadPlan = plan_threads(config, base_threads, gpu_models(opened))
+            opened, problems = open_models(config, models)
+            if problems:
+                raise ModelError(*problems)
+            self.plan: ThreadPlan = plan_threads(config, base_threads, {n for n, m in opened.items() if m.on_gpu})
             self.engines = EngineRegistry(config, self.plan, opened, self.metrics)
             self._build()
         except BaseException:
@@ -71,7 +73,7 @@ class Pipeline:
         assert entry is not None, "read_graph refuses a graph that does not start with its entry stage"
         # Little's law: the batches in flight keep the detector busy; file frames waiting
         # besides need only fill its next batch. More only adds latency.
-        self.ingress = Ingress(f"{entry.stage_name}.lanes", self.engines(entry.model).policy.target,
+        self.ingress = Ingress(f"{entry.stage_name}.lanes", self.engines.policy(entry.model).target,
                                on_drop=lambda item, why: self.metrics.drop(item.camera, why))
         self.metrics.queues[self.ingress.name] = self.ingress
         ctx = BuildContext(cfg, self.metrics, self.control, self.engines, self.ingress)
@@ -98,13 +100,15 @@ class Pipeline:
     # -- cameras while running ----------------------------------------------------------------
     def add_camera(self, source: SourceConfig, resume: Resume = Resume()) -> None:
         """Start one more camera while running (its analytics, if any, come from the graph's
-        specs); `resume` picks up a camera that ran elsewhere. The id must not be running."""
-        if any(s.camera == source.id and s.running for s in self.sources):
-            raise ValueError(f"camera {source.id} is already running")
-        self.sources = [s for s in self.sources if s.camera != source.id]
-        started = self._source(source, resume)
-        if self.started:
-            started.start()
+        specs); `resume` picks up a camera that ran elsewhere. The id must not be running
+        (`CameraInUse`): its files and counters are one camera's."""
+        with self._adding:
+            if source.id in self.cameras() or any(s.camera == source.id and s.running for s in self.sources):
+                raise CameraInUse(f"camera {source.id} is already running")
+            self.sources = [s for s in self.sources if s.camera != source.id]
+            started = self._source(source, resume)
+            if self.started:
+                started.start()
 
     def remove_camera(self, camera: str) -> None:
         """Stop one camera: its frames drain and its files are finalised; the others go on."""
@@ -160,55 +164,19 @@ class Pipeline:
             if part is not None:
                 part.close()
 
+    def is_open(self, path: str) -> bool:
+        """Whether a camera's file at `path` is still being written."""
+        return self.sink.files.is_open(path)
+
     @property
     def outputs_failed(self) -> dict[str, str]:
         """Outputs that stopped on an error ("camera/output" -> why)."""
         return dict(self.sink.failed) if hasattr(self, "sink") else {}
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> Snapshot:
         self.metrics.sample_process()
         snap = self.metrics.snapshot()
-        snap["thread_plan"] = self.plan.total
+        snap.thread_plan = self.plan.total
         if getattr(self, "side", None) is not None and self.side.events is not None:
-            snap["events"] = self.side.events.stats()
+            snap.events = self.side.events.stats()
         return snap
-
-
-class SideOutputs:
-    """What the sink feeds besides each camera's files: the event destinations, the events'
-    evidence (snapshots, clips) and the live page's recent events, the disk budget, and
-    the live view with its web server; each only where the config asks for it."""
-
-    def __init__(self, pipeline: Pipeline):
-        out = pipeline.config.outputs
-        publisher = EventPublisher(out.events)
-        self.events = publisher if publisher else None
-        if self.events is not None:
-            pipeline.metrics.state_listeners.append(self.events.camera_state)
-        self.recent = RecentEvents()
-        self.evidence = EventEvidence(out.dir, out.events, self.events, self.recent)
-        self.retention = OutputRetention(
-            out, lambda path: pipeline.sink.files.is_open(path) or self.evidence.is_open(path), pipeline.metrics)
-        self.preview: Preview | None = None
-        self.web: WebServer | None = None
-        if out.web is not None:
-            self.preview = Preview(out.web.fps, out.web.quality, out.web.width)
-            control = CameraControl(pipeline, pipeline.config) if out.web.control else None
-            self.web = WebServer(out.web, pipeline.snapshot, self.preview, cameras=lambda: pipeline.metrics.cameras,
-                                 events=self.recent.newest, evidence_dir=out.dir, control=control)
-
-    def start(self) -> None:
-        for part in (self.events, self.evidence, self.retention, self.web):
-            if part is not None:
-                part.start()
-
-    def abort(self) -> None:
-        """A second signal: a flush to event destinations that are away ends at once."""
-        if self.events is not None:
-            self.events.abort()
-
-    def close(self) -> None:
-        """The evidence first (its snapshots deliver events), then the destinations."""
-        for part in (self.evidence, self.events, self.web, self.preview, self.retention):
-            if part is not None:
-                part.close()

@@ -4,21 +4,20 @@ summary, report, APIs, event payloads, errors) goes through `redact` first.
 Three kinds of secret are masked: the password of a URL's user info
 (`rtsp://admin:***@host/...`), the values of query parameters with a secret-sounding
 name (`?token=***`, `&client_secret=***`), and every secret value registered from the
-loaded config (`register`, `register_config`), wherever it appears and however it was
+loaded config (`register`; the config's own are registered by
+`pipeline.config.secrets`), wherever it appears and however it was
 written (as is, percent-encoded in a URL, escaped in JSON), so a password echoed by a
 library's error message or a type error is caught too.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, unquote, urlsplit
-
-if TYPE_CHECKING:
-    from pipeline.config import Config, SourceConfig
 
 MASK = "***"
 # names (of query parameters, config fields, FFmpeg options) whose values are secrets: these
@@ -70,7 +69,7 @@ def url_secrets(url: str) -> list[str]:
     return [s for s in found if s]
 
 
-def _user_info(url: str) -> list[str]:
+def user_info(url: str) -> list[str]:
     """The secret of a URL's user info: its password, or a user name without one, which
     is then a token (`https://TOKEN@host/...`). A user name beside a password is a name
     (`hook`, `admin`): masking it would mask that word everywhere."""
@@ -80,30 +79,6 @@ def _user_info(url: str) -> list[str]:
     except ValueError:
         return []
     return [secret] if secret else []
-
-
-def register_source(source: "SourceConfig") -> None:
-    """A camera's secrets: its URL's password and secret query values, its secret-named
-    FFmpeg options (a camera added while running brings its own)."""
-    if source.uri:
-        register(*url_secrets(source.uri))
-    register(*(v for k, v in source.options.items() if secret_key(k)))
-
-
-def register_config(config: "Config") -> None:
-    """Register every secret of a loaded config, so that it is masked wherever it shows
-    up (a library's error, an echoed request): the cameras' URL passwords and secret
-    query values and secret-named FFmpeg options, the MQTT password, the web token,
-    and the webhook URL's user info and secret query values."""
-    for source in config.sources:
-        register_source(source)
-    if config.outputs.web is not None:
-        register(config.outputs.web.token)
-    events = config.outputs.events
-    if events.mqtt is not None:
-        register(events.mqtt.password)
-    if events.webhook is not None and events.webhook.url:
-        register(*url_secrets(events.webhook.url), *_user_info(events.webhook.url))
 
 
 def _mask_query(m: re.Match) -> str:
@@ -121,13 +96,17 @@ def redact(text: str) -> str:
 
 
 def redact_data(value: Any) -> Any:
-    """A copy of JSON-like data (dicts, lists, strings) with every string redacted, keys too."""
+    """A copy of data (dicts, lists, strings, dataclass records of them) with every string
+    redacted, keys too; a record stays a record of its type."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
         return {redact(k) if isinstance(k, str) else k: redact_data(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [redact_data(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{f.name: redact_data(getattr(value, f.name))
+                                             for f in dataclasses.fields(value) if f.init})
     return value
 
 

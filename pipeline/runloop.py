@@ -3,8 +3,9 @@ graph (a `Pipeline`, or the cluster's driver) through `run()`, so the progress l
 signals, the summary, the report and the exit status mean the same everywhere.
 
 Exit status: 0 done; 1 every camera failed, an output could not be written, or an event
-was lost; 2 bad configuration or a start-up failure (`StartupError`: a port in use, an
-output folder held by another run); 130 interrupted by a signal (outputs finalised).
+or an event's picture was lost; 2 bad configuration or a start-up failure
+(`StartupError`: a port in use, an output folder held by another run); 130 interrupted
+by a signal (outputs finalised).
 Signals: the first stops the cameras and drains what is under way; the second aborts
 (queued work discarded, files finalised at once); once the files are final, signals are
 ignored.
@@ -24,7 +25,8 @@ from typing import Protocol
 
 from pipeline.errors import DONE, FAILED, INTERRUPTED, StartupError
 from pipeline.metrics.report import progress_line, summary_table
-from pipeline.redact import redact, redact_data
+from pipeline.metrics.snapshot import Snapshot
+from pipeline.redact import redact
 
 log = logging.getLogger("pipeline")
 
@@ -42,7 +44,7 @@ class Runner(Protocol):
 
     def close(self, timeout: float = 30.0) -> None: ...
 
-    def snapshot(self) -> dict: ...
+    def snapshot(self) -> Snapshot: ...
 
     @property
     def outputs_failed(self) -> dict[str, str]: ...
@@ -56,17 +58,13 @@ class RunOptions:
     prometheus_port: int | None = None   # serve the snapshot as Prometheus metrics while running
 
 
-def events_lost(snap: dict) -> int:
-    """Events that never reached their destination (dropped, or still waiting at the end)."""
-    return sum(d.get("dropped", 0) + d.get("waiting", 0) for d in (snap.get("events") or {}).values())
-
-
-def exit_status(snap: dict, outputs_failed: dict[str, str], interrupted: bool) -> int:
+def exit_status(snap: Snapshot, outputs_failed: dict[str, str], interrupted: bool) -> int:
     """The run's exit status (see the module's docstring): the one place it is decided."""
     if interrupted:
         return INTERRUPTED
-    cams = snap["cameras"].values()
-    if outputs_failed or events_lost(snap) or (cams and all(c["state"] == "failed" for c in cams)):
+    cams = snap.cameras.values()
+    snapshots_lost = any(c.snapshots_lost for c in cams)
+    if outputs_failed or snap.events_lost or snapshots_lost or (cams and all(c.state == "failed" for c in cams)):
         return FAILED
     return DONE
 
@@ -143,7 +141,7 @@ def watch(runner: Runner, options: RunOptions) -> None:
     last_log = time.monotonic()
     try:
         while not runner.wait(0.5):
-            snap = redact_data(runner.snapshot())
+            snap = runner.snapshot().redacted()
             if options.progress:
                 print("\r\x1b[2K" + progress_line(snap)[:200], end="", file=sys.stderr, flush=True)
             elif time.monotonic() - last_log >= options.log_interval_s:
@@ -154,10 +152,10 @@ def watch(runner: Runner, options: RunOptions) -> None:
             print(file=sys.stderr)
 
 
-def write_report(path: str, snap: dict) -> None:
+def write_report(path: str, snap: Snapshot) -> None:
     try:
         with open(path, "w") as f:
-            json.dump(snap, f, indent=2)
+            json.dump(snap.to_dict(), f, indent=2)
         log.info("report written to %s", redact(path))
     except OSError as e:
         log.error("metrics.report: could not write %s: %s", redact(path), e.strerror or e)
@@ -184,7 +182,7 @@ def run(runner: Runner, options: RunOptions) -> int:
             runner.close(timeout=5.0 if signals.count > 1 else 30.0)
     if exporter is not None:
         exporter.close()
-    snap = redact_data(runner.snapshot())
+    snap = runner.snapshot().redacted()
     print(summary_table(snap))
     if options.report:
         write_report(options.report, snap)

@@ -23,7 +23,7 @@ from pipeline.cluster.driver import ClusterDriver  # noqa: E402
 from pipeline.cluster.ray_run import connect, kill_host, ray_call, start_hosts  # noqa: E402
 from pipeline.config import load_config  # noqa: E402
 from pipeline.graph import Pipeline  # noqa: E402
-from pipeline.preflight import cluster_problems  # noqa: E402
+from pipeline.cluster.checks import cluster_problems  # noqa: E402
 
 
 def one_process(config) -> float:
@@ -33,7 +33,7 @@ def one_process(config) -> float:
     p.wait()
     took = time.perf_counter() - t0
     p.close()
-    return p.snapshot()["processed"] / took
+    return p.snapshot().processed / took
 
 
 def two_hosts(ray, config) -> float:
@@ -46,7 +46,7 @@ def two_hosts(ray, config) -> float:
         time.sleep(driver.poll_s)
         driver.poll()
     took = time.perf_counter() - t0
-    processed = driver.snapshot()["processed"]
+    processed = driver.snapshot().processed
     for h in hosts:
         ray.kill(h.handle)
     return processed / took

@@ -25,11 +25,11 @@ from pipeline.cluster.placement import CameraLoad, CostModel, hosts_needed  # no
 from pipeline.cluster.status import HostStatus  # noqa: E402
 from pipeline.config import parse_config  # noqa: E402
 from pipeline.metrics.histogram import Histogram  # noqa: E402
+from pipeline.metrics.snapshot import CameraSnapshot, Latency  # noqa: E402
 
-CAMERA = {"state": "streaming", "detail": "", "frames_in": 54000, "processed": 53980, "dropped": {"queue_full": 20},
-          "errors": 0, "decode_errors": 0, "output_errors": {}, "fps": 15.0, "reconnects": 1, "downtime_s": 2.3,
-          "latency": {"p50_ms": 41.2, "p95_ms": 63.0, "p99_ms": 88.1, "mean_ms": 44.0, "max_ms": 230.0},
-          "counts": {"gate": {"in": {"person": 120}, "out": {"person": 117}}}}
+CAMERA = CameraSnapshot(state="streaming", frames_in=54000, processed=53980, dropped={"queue_full": 20}, fps=15.0,
+                        reconnects=1, downtime_s=2.3, latency=Latency(41.2, 63.0, 88.1, 44.0, 230.0),
+                        counts={"gate": {"in": {"person": 120}, "out": {"person": 117}}})
 
 
 class StandInHost:
@@ -41,7 +41,7 @@ class StandInHost:
         self.hist = h
 
     def add(self, source, resume):
-        self.cameras[source.id] = dict(CAMERA)
+        self.cameras[source.id] = dataclasses.replace(CAMERA)
 
     def status(self):
         if self.dead:

@@ -20,10 +20,10 @@ import onnxruntime as ort
 
 import pipeline.bench.baseline as baseline
 import pipeline.decoders.layouts as layouts
+import pipeline.drawing as drawing
 import pipeline.engines.engine as engine
 import pipeline.preprocess as preprocess
-import pipeline.sinks.video as video
-import pipeline.stages.annotate as annotate
+import pipeline.sinks.encoder as encoder
 from pipeline.bench.runner import run_pipeline, with_cameras, without_classifier
 from pipeline.config import load_config
 
@@ -59,9 +59,9 @@ def instrument() -> None:
     preprocess.ModelInput.write = timed("model input", preprocess.ModelInput.write)  # the pipeline's
     preprocess.ModelInput.numpy = timed("model input", preprocess.ModelInput.numpy)  # the loop's
     layouts.DetectionDecoder.decode = timed("decode + NMS", layouts.DetectionDecoder.decode)
-    video.VideoWriter.write = timed("encode", video.VideoWriter.write)
-    baseline.draw_detections = timed("drawing", annotate.draw_detections)  # the loop's
-    annotate.draw_detections = baseline.draw_detections                    # the annotate stage's
+    encoder.VideoWriter.write = timed("encode", encoder.VideoWriter.write)
+    baseline.draw_detections = timed("drawing", drawing.draw_detections)  # the loop's
+    drawing.draw_detections = baseline.draw_detections                    # the annotate stage's
     engine.Engine.run_piece = timed("inference", engine.Engine.run_piece)
     baseline._session = timed_session(baseline._session)
 

@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 import warnings
+from dataclasses import asdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,10 +156,10 @@ def run_files(cfg, frames: int) -> dict:
     snap = p.snapshot()
     graphs = {n: len(e.binder.graphs) for n, e in p.engines.items()
               if getattr(getattr(e, "binder", None), "graphs", None) is not None}
-    return {"finished": finished, "fps": round(snap["processed"] / wall, 1), "latency": snap["latency"],
+    return {"finished": finished, "fps": round(snap.processed / wall, 1), "latency": asdict(snap.latency),
             "providers": {n: e.providers[0] for n, e in p.engines.items()}, "graphs": graphs,
-            "errors": {c: v["errors"] for c, v in snap["cameras"].items() if v["errors"]},
-            "mean_batch": snap["engines"]["det"]["mean_batch"]}
+            "errors": {c: v.errors for c, v in snap.cameras.items() if v.errors},
+            "mean_batch": snap.engines["det"].mean_batch}
 
 
 def boxes(path: Path) -> list[list[tuple[str, list[float]]]]:

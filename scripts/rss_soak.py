@@ -99,9 +99,9 @@ def run(args: argparse.Namespace, out_dir: str) -> dict:
         pipeline.wait(30)
         pipeline.close()
     snap = pipeline.snapshot()
-    camera = next(iter(snap["cameras"].values()))
-    return {"samples": samples, "ended_early": ended, "processed": snap["processed"],
-            "dropped": camera["dropped"], "camera_state": camera.get("state"),
+    camera = next(iter(snap.cameras.values()))
+    return {"samples": samples, "ended_early": ended, "processed": snap.processed,
+            "dropped": camera.dropped, "camera_state": camera.state,
             "files_left": len(os.listdir(out_dir)), "config_set": args.set}
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from fractions import Fraction
 from pathlib import Path
@@ -25,10 +26,35 @@ def _find(kind: str, name: str) -> Path:
     for base in bases:
         if (base / name).is_file():
             return base / name
-    message = f"{kind}/{name} is not available: run `pipeline models fetch` (make fetch) first"
+    missing(f"{kind}/{name} is not available: run `pipeline models fetch` (make fetch) first")
+
+
+def missing(message: str) -> None:
+    """What a test needs is not here: a skip on a developer's machine, a failure in CI."""
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail(f"CI: {message}", pytrace=False)
     pytest.skip(message)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """`small_disk(size)`: a folder on a tmpfs of `size` (e.g. "2m") of its own, a disk that
+    fills up for real (ENOSPC); unmounted at the end. Mounting needs root (CI runs as root)."""
+    mounted = []
+
+    def mount(size: str, name: str = "disk") -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                           capture_output=True, text=True)
+        if r.returncode:
+            missing(f"a small disk needs `mount -t tmpfs` (root): {r.stderr.strip()}")
+        mounted.append(folder)
+        return folder
+
+    yield mount
+    for folder in reversed(mounted):  # one mounted inside another goes first
+        subprocess.run(["umount", "-l", str(folder)], check=True)
 
 
 @pytest.fixture(scope="session")
@@ -102,6 +128,27 @@ def write_config(tmp_path):
     return write
 
 
+@pytest.fixture
+def fifo(tmp_path):
+    """`fifo(path=None)` makes a FIFO nobody writes to (a reader's open of it waits for a
+    writer) and returns its path; after the test a writer comes and goes at each, which
+    releases a reader still stuck in its open."""
+    made: list[Path] = []
+
+    def make(path: str | Path | None = None) -> str:
+        path = Path(path or tmp_path / f"fifo{len(made)}.mp4")
+        os.mkfifo(path)
+        made.append(path)
+        return str(path)
+
+    yield make
+    for path in made:
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:  # no reader waits at it (ENXIO), or it is gone
+            pass
+
+
 @pytest.fixture(scope="session")
 def pipeline_cmd() -> list[str]:
     return [sys.executable, "-m", "pipeline"]
@@ -133,7 +180,7 @@ def frame_count(path: str) -> int:
 os.environ.setdefault("PYTHONPATH", str(ROOT))
 
 
-def run_pipeline(config: dict, write_config, output_dir: str, max_frames: int | None = None) -> dict:
+def run_pipeline(config: dict, write_config, output_dir: str, max_frames: int | None = None):
     """Run a config in-process to the end and return the final metrics snapshot."""
     from pipeline.config import load_config
     from pipeline.graph import Pipeline
@@ -145,9 +192,7 @@ def run_pipeline(config: dict, write_config, output_dir: str, max_frames: int | 
         assert p.wait(300), "pipeline did not finish"
     finally:
         p.close()
-    snap = p.snapshot()
-    snap["plan"] = p.plan
-    return snap
+    return p.snapshot()
 
 
 def still_clip(image_bgr: np.ndarray, path: str, frames: int = 3, fps: int = 5) -> str:

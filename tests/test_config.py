@@ -54,6 +54,25 @@ def test_three_mistakes_are_all_reported_with_their_paths(write_config, model_pa
     assert len(problems) == 3
 
 
+def test_special_files_are_refused_as_sources_by_path_and_by_file_url(write_config, model_path, sample_path,
+                                                                       tmp_path, fifo):
+    """A `file://` URL was never checked: a FIFO hung `validate` and `run` in its open."""
+    pipe = fifo()
+    data = base(model_path, sample_path)
+    data["sources"] = [{"id": "a", "uri": pipe}, {"id": "b", "uri": f"file://{pipe}"},
+                       {"id": "c", "uri": f"cache:file://{pipe}"}, {"id": "d", "uri": "/dev/zero"},
+                       {"id": "e", "uri": f"file://{tmp_path}"}, {"id": "f", "uri": f"file://{tmp_path}/none.mp4"},
+                       {"id": "g", "uri": f"file://{sample_path('bikes.mp4')}"}]
+    with pytest.raises(ConfigError) as e:
+        load_config(write_config(data))
+    assert e.value.problems == [f"sources[0].uri: not a regular file (a FIFO): {pipe}",
+                                f"sources[1].uri: not a regular file (a FIFO): file://{pipe}",
+                                f"sources[2].uri: not a regular file (a FIFO): cache:file://{pipe}",
+                                "sources[3].uri: not a regular file (a character device): /dev/zero",
+                                f"sources[4].uri: not a regular file (a directory): file://{tmp_path}",
+                                f"sources[5].uri: file not found: file://{tmp_path}/none.mp4"]
+
+
 def test_type_errors_name_the_field(write_config, model_path, sample_path):
     data = base(model_path, sample_path)
     data["models"]["det"]["batching"]["max_batch"] = "four"
@@ -112,6 +131,24 @@ def test_cli_validate_exits_2_and_prints_every_problem(write_config, model_path,
     assert "sources[0].uri: file not found: missing.mp4" in r.stderr
     assert "models.det.layout: must be one of" in r.stderr
     assert "outputs.video.crf: must be within 0..63" in r.stderr
+
+
+def test_a_cuda_graph_config_that_contradicts_itself_is_refused_on_a_machine_without_a_gpu(
+        write_config, model_path, sample_path, pipeline_cmd):
+    """The YAML a laptop validates is the one a GPU server runs: what contradicts a CUDA
+    graph by itself is refused everywhere, each option named."""
+    data = base(model_path, sample_path)
+    data["models"]["det"]["engine"] = {"providers": ["cuda"], "cuda_graph": True, "io_binding": False,
+                                       "mode": "async", "workers": 2}
+    r = subprocess.run([*pipeline_cmd, "validate", "--config", write_config(data)], capture_output=True, text=True,
+                       cwd=ROOT)
+    assert r.returncode == 2, r.stderr
+    for line in ("models.det.engine.io_binding: cuda_graph: true needs io_binding: true",
+                 "models.det.engine.mode: cuda_graph: true needs mode: thread",
+                 "models.det.engine.workers: cuda_graph: true needs workers: 1"):
+        assert f"error: {line}" in r.stderr
+    data["models"]["det"]["engine"] = {"providers": ["cuda"], "cuda_graph": True}
+    load_config(write_config(data))  # consistent: it runs (on a CPU, without graphs)
 
 
 def test_the_shipped_configs_validate():

@@ -2,7 +2,7 @@
 camera configured at start gets."""
 from dataclasses import replace
 
-import pipeline.runtime.threads as threads
+import pipeline.engines.plan as plan
 from conftest import detector_model
 from pipeline.config import load_config
 from pipeline.graph import Pipeline
@@ -12,7 +12,7 @@ def test_cameras_added_to_an_empty_pipeline_get_the_sink_workers_of_cameras_conf
         monkeypatch, tmp_path, short_clips, model_path, write_config):
     """Every host of a cluster starts with no camera: its cameras must not all share one
     encoder worker when the cores allow one each."""
-    monkeypatch.setattr(threads, "visible_cores", lambda: 8)  # a bigger machine than this one
+    monkeypatch.setattr(plan, "visible_cores", lambda: 8)  # a bigger machine than this one
     cfg = {"sources": [{"id": f"cam{i}", "uri": short_clips["bikes"], "realtime": True} for i in range(4)],
            "models": {"det": detector_model(model_path)}, "graph": [{"detect": {"model": "det"}}],
            "outputs": {"dir": str(tmp_path / "out")}, "runtime": {"threads": 8}}

@@ -22,7 +22,6 @@ def problems_of(data: dict, tmp_path, for_run: bool = False, **overrides) -> lis
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     checked = check(str(path), for_run=for_run, **overrides)
-    checked.close()
     return checked.problems
 
 
@@ -161,5 +160,4 @@ def test_selecting_cameras_drops_the_other_cameras_analytics(tmp_path, sample_pa
 def test_the_shipped_configs_pass_every_check(tmp_path):
     for path in sorted((ROOT / "configs").glob("*.yaml")):
         checked = check(str(path), output_dir=str(tmp_path / path.stem), for_run=False)
-        checked.close()
         assert checked.problems == [], (path.name, checked.problems)

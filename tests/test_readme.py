@@ -19,3 +19,38 @@ def test_every_test_the_bad_input_table_cites_exists():
     defined = {m for path in (ROOT / "tests").rglob("test_*.py")
                for m in re.findall(r"^def (test_\w+)", path.read_text(), re.M)}
     assert cited and cited <= defined, cited - defined
+
+
+def test_the_commands_table_shows_every_option_of_every_command():
+    import argparse
+
+    from pipeline.cli import build_parser
+
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("## Commands"): text.index("Exit status:")]
+
+    def options(parser: argparse.ArgumentParser, path: str):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from options(sub, f"{path} {name}".strip())
+            elif action.option_strings and "--help" not in action.option_strings:
+                yield path, action.option_strings
+
+    missing = [(path, flags) for path, flags in options(build_parser(), "")
+               if not any(re.search(rf"(?<![\w-]){re.escape(f)}(?![\w-])", table) for f in flags)]
+    assert not missing, missing
+
+
+def test_the_layout_table_names_every_module():
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("| where | what it does |"): text.index("Design decisions, and why:")]
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `pipeline/([\w./]+)` \| (.*) \|$", table, re.M)}
+    package = ROOT / "pipeline"
+    missing = [f"{p.name} (top level)" for p in package.glob("*.py")
+               if p.name not in ("__init__.py", "__main__.py") and p.name not in rows]
+    for folder in (d for d in package.iterdir() if d.is_dir() and (d / "__init__.py").exists()):
+        row = rows.get(f"{folder.name}/", "")
+        missing += [f"{folder.name}/{p.name}" for p in folder.glob("*.py")
+                    if p.name != "__init__.py" and f"`{p.name}`" not in row]
+    assert not missing, missing

@@ -7,7 +7,8 @@ import logging
 
 from conftest import detector_model
 from pipeline.config import load_config
-from pipeline.redact import RedactingFilter, redact, redact_data, register, register_config, url_secrets
+from pipeline.config.secrets import register_config
+from pipeline.redact import RedactingFilter, redact, redact_data, register, url_secrets
 
 
 def test_a_url_shows_its_user_but_not_its_password_even_one_holding_an_at_sign():

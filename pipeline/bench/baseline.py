@@ -16,6 +16,7 @@ import os
 import tempfile
 import threading
 import time
+from dataclasses import asdict
 
 import av
 import numpy as np
@@ -26,10 +27,11 @@ from pipeline.decoders.layouts import DetectionDecoder, classify
 from pipeline.engines.session import provider_list
 from pipeline.frames import ClassNames, Frame
 from pipeline.metrics.histogram import Histogram
+from pipeline.metrics.snapshot import Latency
 from pipeline.metrics.registry import thread_count
 from pipeline.preprocess import Preprocessor
-from pipeline.sinks.video import VideoWriter
-from pipeline.stages.annotate import draw_detections
+from pipeline.sinks.encoder import VideoWriter
+from pipeline.drawing import draw_detections
 from pipeline.stages.crops import CropPolicy
 
 
@@ -131,7 +133,7 @@ class _Loop:
         cpu1 = os.times()
         used = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
         return {"processed": self.processed, "wall_s": round(wall, 3),
-                "throughput_fps": round(self.processed / wall, 2), "latency": self.latency.summary_ms(),
+                "throughput_fps": round(self.processed / wall, 2), "latency": asdict(Latency.of(self.latency)),
                 "cpu_percent": round(100 * used / wall, 1), "max_threads": self.peak, "dropped": 0}
 
 

@@ -19,8 +19,8 @@ from pipeline.decoders.layouts import DetectionDecoder
 from pipeline.engines.session import create_session
 from pipeline.frames import ClassNames, Frame
 from pipeline.preprocess import Preprocessor
-from pipeline.sinks.video import VideoWriter
-from pipeline.stages.annotate import draw_detections
+from pipeline.sinks.encoder import VideoWriter
+from pipeline.drawing import draw_detections
 from pipeline.stages.crops import CropPolicy
 
 

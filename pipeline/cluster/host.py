@@ -1,8 +1,9 @@
 """One host's share of the cameras: the body of the pipeline actor that runs on each GPU
 (or group of CPU cores) of a cluster.
 
-It builds the graph once (models loaded, engines profiled) with no camera, then runs the
-cameras the driver places on it, added and removed while it runs. Frames never leave
+It builds the graph once (models opened and checked, engines profiled) with no camera,
+then runs the cameras the driver places on it, added and removed while it runs; a model
+that fails its checks here is refused (`ready` says why) and the run does not start. Frames never leave
 it: it decodes, infers and writes its own cameras' outputs (on storage every host sees).
 What it reports is `HostStatus`. The actor takes calls concurrently (status polls are
 answered while a drain is under way).
@@ -16,9 +17,10 @@ from dataclasses import replace
 
 from pipeline.cluster.status import HostStatus
 from pipeline.config import Config, SourceConfig
+from pipeline.config.secrets import register_config, register_source
+from pipeline.errors import PipelineError
 from pipeline.frames import Resume
 from pipeline.graph import Pipeline
-from pipeline.redact import register_config, register_source
 
 
 class PipelineHost:
@@ -28,13 +30,19 @@ class PipelineHost:
         config = replace(config, sources=[], runtime=replace(config.runtime, threads=cores))
         self.name = name
         self.node = socket.gethostname()
-        self.pipeline = Pipeline(config, max_frames=max_frames)
-        self.pipeline.start()
         self._closing = threading.Lock()
         self._closed = False
+        self.refused: list[str] = []
+        try:
+            self.pipeline = Pipeline(config, max_frames=max_frames)
+        except PipelineError as e:
+            self.refused = e.problems
+            return
+        self.pipeline.start()
 
     def ready(self) -> dict:
-        return {"host": self.name, "node": self.node, "pid": os.getpid()}
+        """Who it is, or why it cannot run (`refused`: the problems of its models)."""
+        return {"host": self.name, "node": self.node, "pid": os.getpid(), "refused": self.refused}
 
     def add(self, source: SourceConfig, resume: Resume) -> None:
         register_source(source)  # a camera added while running brings its own

@@ -20,10 +20,12 @@ from dataclasses import dataclass
 
 from pipeline.cluster.driver import ClusterDriver, HostGone, HostState
 from pipeline.cluster.host import PipelineHost
-from pipeline.config import Config, ConfigError, SourceConfig
+from pipeline.config import Config, SourceConfig
 from pipeline.control import CameraControl
-from pipeline.errors import CameraInUse, StartupError, UnknownCamera
-from pipeline.redact import redact, redact_data
+from pipeline.engines.session import ModelError
+from pipeline.errors import PipelineError, StartupError
+from pipeline.metrics.snapshot import Snapshot
+from pipeline.redact import redact
 
 log = logging.getLogger("pipeline.cluster")
 
@@ -40,7 +42,7 @@ class ControlMailbox:
         self.requests: list[dict] = []
         self.answers: dict[int, str | None] = {}  # request number -> None (done) or why it was refused
         self.count = 0
-        self.latest: dict = {}
+        self.latest: Snapshot | None = None
 
     def put(self, request: dict) -> int:
         self.count += 1
@@ -57,10 +59,10 @@ class ControlMailbox:
     def answered(self, number: int) -> tuple[bool, str | None]:
         return number in self.answers, self.answers.get(number)
 
-    def publish(self, snapshot: dict) -> None:
+    def publish(self, snapshot: Snapshot) -> None:
         self.latest = snapshot
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> Snapshot | None:
         return self.latest
 
 
@@ -138,6 +140,9 @@ def start_hosts(ray, config: Config, max_frames: int | None, hosts: int | None, 
     handles = [actor.options(name=f"pipeline-host-{i}", **options).remote(f"host{i}", config, cpus_per_host, max_frames)
                for i in range(count)]
     ready = ray.get([h.ready.remote() for h in handles])
+    refused = list(dict.fromkeys(p for info in ready for p in info["refused"]))
+    if refused:
+        raise ModelError(*refused)
     for info in ready:
         log.info("host %s ready on %s (pid %d)", info["host"], info["node"], info["pid"])
     return [HostState(info["host"], h, capacity=1000.0 * cpus_per_host, gpu=bool(gpus), node=info["node"])
@@ -167,7 +172,11 @@ class ClusterRun:
             ray.shutdown()
             raise StartupError(f"--cluster {redact(options.address)}: another pipeline driver is running on this "
                                f"Ray cluster ({type(e).__name__}: {CONTROL})") from None
-        self.hosts = start_hosts(ray, config, options.max_frames, options.hosts, options.cpus_per_host)
+        try:
+            self.hosts = start_hosts(ray, config, options.max_frames, options.hosts, options.cpus_per_host)
+        except BaseException:
+            ray.shutdown()
+            raise
         self.driver = ClusterDriver(config, self.hosts, ray_call, kill_host, host_timeout_s=options.host_timeout_s)
         self.control = CameraControl(self, config)
         self._stops: dict[str, object] = {}  # host -> its pending `stop` call
@@ -183,7 +192,7 @@ class ClusterRun:
             self._send_stops()
             self.driver.poll()
             self._serve(self.ray.get(self.mailbox.take.remote()))
-            self.mailbox.publish.remote(redact_data(self.snapshot()))
+            self.mailbox.publish.remote(self.snapshot().redacted())
             if self.driver.finished() or (self._stops and self._stopped()):
                 return True
             if time.monotonic() >= deadline:
@@ -199,9 +208,9 @@ class ClusterRun:
                     self.control.add(request["source"], "--source")
                 else:
                     self.control.remove(request["camera"])
-            except ConfigError as e:
+            except PipelineError as e:
                 refused = "; ".join(e.problems)
-            except (CameraInUse, UnknownCamera, ValueError, RuntimeError) as e:
+            except (ValueError, RuntimeError) as e:
                 refused = str(e)
             if refused:
                 log.error("cluster %s: %s", request["op"], redact(refused))
@@ -254,7 +263,7 @@ class ClusterRun:
         finally:
             self.ray.shutdown()
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> Snapshot:
         return self.driver.snapshot()
 
     @property

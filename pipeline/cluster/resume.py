@@ -26,7 +26,7 @@ import av
 from pipeline.config import OutputsConfig
 from pipeline.frames import Resume
 from pipeline.sinks.segments import START, segment_files
-from pipeline.sinks.video import segment_path
+from pipeline.sinks.encoder import segment_path
 
 
 def video_frames(path: str) -> int:

@@ -6,28 +6,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pipeline.metrics.histogram import Histogram
+from pipeline.metrics.snapshot import CameraSnapshot, DeliveryStats, EngineSnapshot, Snapshot
 
 
 @dataclass
 class HostStatus:
     host: str
     node: str
-    cameras: dict[str, dict] = field(default_factory=dict)  # camera -> its entry of the host's snapshot
+    cameras: dict[str, CameraSnapshot] = field(default_factory=dict)  # camera -> its entry of the host's snapshot
     open: list[str] = field(default_factory=list)           # cameras whose outputs are not final yet
     latency_counts: list[int] = field(default_factory=lambda: [0] * len(Histogram().counts))
     latency_total: float = 0.0
     latency_max: float = 0.0
-    engines: dict[str, dict] = field(default_factory=dict)
-    events: dict[str, dict] = field(default_factory=dict)   # destination -> sent, waiting, dropped
+    engines: dict[str, EngineSnapshot] = field(default_factory=dict)
+    events: dict[str, DeliveryStats] = field(default_factory=dict)
     outputs_failed: dict[str, str] = field(default_factory=dict)
     cpu_percent: float | None = None
 
     @classmethod
-    def of(cls, host: str, node: str, snap: dict, latency: Histogram, open_cameras: list[str],
+    def of(cls, host: str, node: str, snap: Snapshot, latency: Histogram, open_cameras: list[str],
            outputs_failed: dict[str, str]) -> "HostStatus":
         """From a host's pipeline snapshot and its latency histogram."""
-        return cls(host, node, snap["cameras"], open_cameras, latency.counts.tolist(), latency.total, latency.max,
-                   snap["engines"], snap.get("events") or {}, outputs_failed, snap["cpu_percent"])
+        return cls(host, node, snap.cameras, open_cameras, latency.counts.tolist(), latency.total, latency.max,
+                   snap.engines, snap.events, outputs_failed, snap.cpu_percent)
 
     def latency(self) -> Histogram:
         return Histogram.from_counts(self.latency_counts, self.latency_total, self.latency_max)

@@ -9,10 +9,11 @@ and YOLOv5 are both [b, n, 5+C]): such a file is ambiguous here, without running
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.config.model_file import ModelFile
+from pipeline.config.model_file import MAX_INPUT_SIDE, ModelFile, ModelFileError
 
 # Preprocessing by exporter family and layout kind (Ultralytics: RGB 0..1, letterbox centred
 # on grey 114 for detection, resize and centre crop for classification).
@@ -97,12 +98,16 @@ def file_defaults(mf: ModelFile, wanted: set[str], output: str | int | None = No
 
 def _input_size(mf: ModelFile, found: FileDefaults) -> None:
     fixed = mf.fixed_size()
-    if fixed:
-        found.values["input_size"] = Supplied(fixed, f"input shape {mf.inputs[0].shows()}")
-        return
-    imgsz = mf.imgsz()
+    said = (fixed, f"input shape {mf.inputs[0].shows()}") if fixed else None
+    imgsz = None if fixed else mf.imgsz()
     if imgsz:
-        found.values["input_size"] = Supplied(imgsz, f"metadata imgsz {mf.metadata['imgsz']}")
+        said = (imgsz, f"metadata imgsz {mf.metadata['imgsz']}")
+    if said is not None:
+        size, why = said
+        if max(size) > MAX_INPUT_SIDE:
+            raise ModelFileError(f"{os.path.basename(mf.path)}: {why} asks for an input of {size[0]}x{size[1]}, "
+                                 f"beyond the {MAX_INPUT_SIDE} pixels a side the pipeline will try")
+        found.values["input_size"] = Supplied(size, why)
         return
     shown = mf.inputs[0].shows() if mf.inputs else "none"
     found.missing["input_size"] = f"the file does not tell: its input {shown} has no fixed size and no imgsz metadata"

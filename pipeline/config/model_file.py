@@ -12,15 +12,19 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from pipeline.errors import one_line
+from pipeline.config.schema import describe_value
+from pipeline.errors import PipelineError, one_line
 
 Dim = Union[int, str]  # a fixed size, or the name of a dynamic axis
 MAX_LITERAL_CHARS = 1 << 20  # a class list of 100,000 names still fits; a parser bomb does not
+# The largest model input side the pipeline will try: a frame letterboxed to it takes
+# 200 MB as float32; a file declaring 10^9 would ask for exabytes.
+MAX_INPUT_SIDE = 4096
 ULTRALYTICS_KEYS = ("names", "imgsz", "stride", "task", "batch", "author", "description", "version", "date",
                     "license", "docs")
 
 
-class ModelFileError(Exception):
+class ModelFileError(PipelineError):
     """An ONNX file that cannot be read; the message is one line naming it."""
 
 
@@ -95,7 +99,7 @@ class ModelFile:
         if isinstance(value, (list, tuple)) and len(value) == 2 and all(_positive_int(v) for v in value):
             return (value[1], value[0])
         raise MetadataError(f"{os.path.basename(self.path)}: metadata imgsz: expected [height, width] or a number, "
-                            f"got {value!r}")
+                            f"got {describe_value(value)}")
 
     def number(self, key: str) -> int | None:
         """A positive integer value (`stride`, `batch`)."""
@@ -103,7 +107,7 @@ class ModelFile:
         if value is None or _positive_int(value):
             return value
         raise MetadataError(f"{os.path.basename(self.path)}: metadata {key}: expected a positive integer, "
-                            f"got {value!r}")
+                            f"got {describe_value(value)}")
 
     def fixed_size(self) -> tuple[int, int] | None:
         """(width, height) of an NCHW image input whose height and width are fixed."""
@@ -140,6 +144,10 @@ def read_model_file(path: str) -> ModelFile:
         raise ModelFileError(f"{os.path.basename(path)}: not a readable ONNX file ({one_line(e)})") from None
     g = model.graph
     weights = {i.name for i in g.initializer}
-    return ModelFile(path=path, inputs=[_tensor(v) for v in g.input if v.name not in weights],
-                     outputs=[_tensor(v) for v in g.output],
+    inputs = [_tensor(v) for v in g.input if v.name not in weights]
+    if not model.ir_version or not model.HasField("graph") or not inputs or not g.output:
+        # protobuf reads any few bytes, an empty file included, as a message with nothing set
+        what = "an empty file" if os.path.getsize(path) == 0 else "no graph with inputs and outputs"
+        raise ModelFileError(f"{os.path.basename(path)}: not a readable ONNX file ({what})")
+    return ModelFile(path=path, inputs=inputs, outputs=[_tensor(v) for v in g.output],
                      metadata={p.key: p.value for p in model.metadata_props}, producer=model.producer_name)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from pipeline.config.model_file import MAX_INPUT_SIDE
 from pipeline.config.schema import (INVALID, Reader, internal, non_negative, option, positive, read_file, read_path,
                                     within)
 
@@ -13,13 +14,17 @@ Layout = Literal["yolox", "yolov5", "yolov8", "e2e", "classifier"]
 LAYOUTS: tuple[str, ...] = ("yolox", "yolov5", "yolov8", "e2e", "classifier")
 
 
+def _side(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_INPUT_SIDE
+
+
 def read_size(r: Reader, raw: Any, where: str) -> tuple[int, int] | Any:
-    if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0:
+    if _side(raw):
         return (raw, raw)
-    if (isinstance(raw, list) and len(raw) == 2
-            and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in raw)):
+    if isinstance(raw, list) and len(raw) == 2 and all(_side(v) for v in raw):
         return (raw[0], raw[1])
-    r.problem(where, f"expected a positive integer or [width, height], got {raw!r}")
+    r.problem(where, f"expected a positive integer or [width, height], at most {MAX_INPUT_SIDE} a side, "
+                     f"got {raw!r}")
     return INVALID
 
 
@@ -109,6 +114,21 @@ class EngineConfig:
                          "shape's first run: mid-stream, where a batch size is first seen)")
     trt_fp16: bool = option(True, doc="TensorRT: allow FP16")
     trt_cache_dir: str | None = option(None, read=read_path, doc="TensorRT engine cache folder")
+
+    def finish(self, r: Reader, path: str) -> None:
+        """A captured CUDA graph replays fixed buffer addresses on the thread that captured
+        it. What contradicts that in the config itself is refused on every machine (the
+        YAML that a laptop validates is the one a GPU server runs); the planned worker
+        count, known only on the device, is checked there (`engines.plan`)."""
+        if not self.cuda_graph:
+            return
+        wrong = [("io_binding", "needs io_binding: true")] if not self.io_binding else []
+        if self.mode == "async":
+            wrong.append(("mode", "needs mode: thread (or auto), not async"))
+        if self.workers is not None and self.workers != 1:
+            wrong.append(("workers", f"needs workers: 1 (one capturing thread per session), got {self.workers}"))
+        for key, why in wrong:
+            r.problem(f"{path}.{key}", f"cuda_graph: true {why}")
 
 
 @dataclass(kw_only=True)

@@ -171,7 +171,8 @@ class WebhookConfig:
 class ClipsConfig:
     pre_s: float = option(5.0, check=non_negative, doc="seconds before the event (from the keyframe at or before)")
     post_s: float = option(5.0, check=non_negative, doc="seconds after the event (events close together share a clip)")
-    max_mb: float = option(64.0, check=positive, doc="encoded video a camera keeps in memory for clips, at most")
+    max_mb: float = option(64.0, check=positive, doc="the most one clip holds; half of it is the encoded video a "
+                                                     "camera keeps in memory for pre-rolls")
 
 
 @dataclass(kw_only=True)

@@ -10,26 +10,27 @@ config in one round. The README's option tables are generated from the same fiel
 from __future__ import annotations
 
 import dataclasses
-import reprlib
 import os
+import reprlib
+import stat
 import types
 import typing
 from dataclasses import MISSING, field, fields
 from pathlib import Path
 from typing import Any, Callable, Literal, Union, get_args, get_origin
 
+from pipeline.errors import PipelineError
 from pipeline.redact import redact, secret_key
 
 Check = Callable[[Any], "str | None"]
 ReadHook = Callable[["Reader", Any, str], Any]
 
 
-class ConfigError(Exception):
+class ConfigError(PipelineError):
     """All problems of one config, each 'yaml.path: message'."""
 
     def __init__(self, problems: list[str]):
-        self.problems = problems
-        super().__init__("\n".join(problems))
+        super().__init__(*problems)
 
 
 class _Invalid:
@@ -82,6 +83,34 @@ def resolve_path(base_dir: Path, value: str) -> str:
 
 def is_url(uri: str) -> bool:
     return "://" in uri
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def local_path(uri: str) -> str | None:
+    """The file on this machine that FFmpeg opens for `uri`: a plain path, or the path of
+    a `file://` URL, also inside FFmpeg's wrapping protocols (`cache:file:///x`); None
+    for a network URL. FFmpeg takes what follows `file:` as it is (no %-decoding)."""
+    if not is_url(uri):
+        return uri
+    scheme, _, rest = uri.partition("://")
+    return "/" + rest.lstrip("/") if scheme.rsplit(":", 1)[-1].lower() == "file" else None
+
+
+def file_problem(path: str) -> str | None:
+    """Why `path` is not a regular file to read (None when it is). A FIFO, a device or a
+    socket blocks or never ends: FFmpeg's open of a FIFO without a writer waits in the
+    kernel, where no timeout reaches it."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "file not found"
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+    return f"not a regular file ({kind})"
 
 
 # -- the reader -----------------------------------------------------------------------------
@@ -274,8 +303,9 @@ def read_file(r: Reader, raw: Any, where: str) -> str | Any:
         r.problem(where, f"expected a file path, got {describe_value(raw, where)}")
         return INVALID
     resolved = resolve_path(r.base_dir, raw)
-    if not os.path.isfile(resolved):
-        r.problem(where, f"file not found: {raw}")
+    why = file_problem(resolved)
+    if why is not None:
+        r.problem(where, f"{why}: {raw}")
         return INVALID
     return resolved
 

@@ -5,7 +5,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pipeline.config.schema import INVALID, Reader, is_url, non_negative, option, positive, read_file, read_string_map
+from pipeline.config.schema import (INVALID, Reader, file_problem, is_url, local_path, non_negative, option, positive,
+                                    read_file, read_string_map)
 
 # A camera id names its output files: a plain name, never a path.
 CAMERA_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
@@ -19,10 +20,19 @@ def check_camera_id(value: str) -> str | None:
 
 
 def read_uri(r: Reader, raw: Any, where: str) -> str | Any:
+    """A file (relative to the config) or a URL; a `file://` URL must name a regular file
+    too (`Connection` checks again when it opens: a path can change)."""
     if not isinstance(raw, str) or not raw.strip():
         r.problem(where, "expected a file path or a URL")
         return INVALID
-    return raw if is_url(raw) else read_file(r, raw, where)
+    if not is_url(raw):
+        return read_file(r, raw, where)
+    path = local_path(raw)
+    why = file_problem(path) if path is not None else None
+    if why is not None:
+        r.problem(where, f"{why}: {raw}")
+        return INVALID
+    return raw
 
 
 @dataclass(kw_only=True)
@@ -70,7 +80,7 @@ class SourceConfig:
 
     def finish(self, r: Reader, path: str) -> None:
         if self.live is None:
-            self.live = bool(self.uri) and is_url(self.uri) and not self.uri.startswith("file://")
+            self.live = bool(self.uri) and is_url(self.uri) and local_path(self.uri) is None
 
     @property
     def network(self) -> bool:

@@ -17,12 +17,13 @@ import numpy as np
 
 from pipeline.config import ModelConfig
 from pipeline.decoders.nms import nms
+from pipeline.errors import PipelineError
 from pipeline.frames import ClassNames, Detections
 
 YOLOX_STRIDES = (8, 16, 32)
 
 
-class LayoutError(ValueError):
+class LayoutError(PipelineError, ValueError):
     """The model's output does not have the shape its configured layout requires."""
 
 

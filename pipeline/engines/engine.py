@@ -29,10 +29,11 @@ import onnxruntime as ort
 from pipeline.config import ModelConfig
 from pipeline.engines.batching import BatchPolicy, Input, Packer, Piece
 from pipeline.engines.binding import DeviceBinder, HostBinder, run_plain
-from pipeline.engines.plan import EnginePlan, plan_engine, session_threads
+from pipeline.engines.model_check import open_model
+from pipeline.engines.plan import EnginePlan, plan_engine
 from pipeline.engines.pool import WorkerPool
 from pipeline.engines.protocol import Chunks, DoneCallback, EngineClosed
-from pipeline.engines.session import GPU_PROVIDERS, create_session, output_names, requested_providers
+from pipeline.engines.session import GPU_PROVIDERS, output_names, requested_providers
 from pipeline.metrics.registry import EngineStats
 
 log = logging.getLogger("pipeline.engine")
@@ -60,13 +61,6 @@ class _Job:
                 self.results[idx] = (self.pieces[idx].count, outputs)
             self.remaining -= 1
             return self.remaining == 0
-
-
-def open_wide_session(model: ModelConfig, plan: EnginePlan) -> ort.InferenceSession | None:
-    """The second session of `idle_intra_op_threads` (None when the plan has none)."""
-    if plan.idle_intra_op_threads <= 1:
-        return None
-    return create_session(model, plan.idle_intra_op_threads, model.engine.inter_op_threads, spinning=True)
 
 
 class Engine:
@@ -224,11 +218,11 @@ class Engine:
 def open_engine(model: ModelConfig, stats: EngineStats | None = None, cores: int = 1,
                 workers: int | None = None) -> Engine:
     """A stand-alone engine with its own session and workers (tests, tools, the benchmark)."""
-    session = create_session(model, session_threads(model, cores), model.engine.inter_op_threads)
-    plan = plan_engine(model, cores, session.get_providers()[0] in GPU_PROVIDERS, shared_pool=False)
+    opened = open_model(model, cores)
+    plan = plan_engine(model, cores, opened.on_gpu, shared_pool=False)
     if workers is not None and plan.mode == "thread":
         plan = plan.with_workers(workers)
-    return Engine(model, plan, session, stats or EngineStats(), wide_session=open_wide_session(model, plan))
+    return Engine(model, plan, opened.session, stats or EngineStats(), wide_session=opened.wide)
 
 
 def describe(engine: Engine) -> str:

@@ -1,5 +1,11 @@
-"""How one engine runs, resolved once from its config and the provider its session really
-got (the same config runs on a laptop CPU and a GPU server).
+"""The process's thread plan, in one place: how each engine runs (resolved once from its
+config and the provider its session really got: the same config runs on a laptop CPU and
+a GPU server), and every thread of the process sized with it.
+
+The seed's pitfall was a worker with over a hundred threads: default-sized pools of
+every library stacked on each other. Here every pool is sized explicitly: ORT's pools by
+each engine's plan, what grows with the cameras by `runtime.threads.Capacity`; the plan
+is printed at start-up, and tests compare the live thread count against `total`.
 
 On CPU the inference engines get `workers` single-threaded concurrent runs (one per
 core): that beats intra-op parallelism inside one run, which pays a synchronisation
@@ -7,11 +13,14 @@ cost per operator. On a GPU one worker per session keeps its CUDA stream busy.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import logging
+from dataclasses import dataclass, field, replace
 
 from pipeline.config import Config, ModelConfig
 from pipeline.engines.session import ModelError
-from pipeline.runtime.threads import ThreadPlan, plan_cores
+from pipeline.runtime.threads import Capacity, visible_cores
+
+log = logging.getLogger("pipeline.threads")
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,15 @@ def session_threads(model: ModelConfig, cores: int) -> int:
     return e.intra_op_threads or 1
 
 
+def wide_threads(model: ModelConfig, cores: int, on_gpu: bool) -> int:
+    """Intra-op threads of the second session that takes a lone batch while nothing else
+    runs (`idle_intra_op_threads`; CPU dispatcher workers only); 0: none."""
+    if on_gpu or model.engine.mode == "async":
+        return 0
+    idle = min(model.engine.idle_intra_op_threads or 0, cores)
+    return idle if idle > 1 else 0
+
+
 def check_cuda_graph(model: ModelConfig, plan: EnginePlan) -> None:
     """A captured CUDA graph replays fixed buffer addresses on the thread that captured it:
     it needs IOBinding, dispatcher threads, and one worker per session."""
@@ -70,13 +88,55 @@ def plan_engine(model: ModelConfig, cores: int, on_gpu: bool, shared_pool: bool 
     else:
         shared = shared_pool and not on_gpu and e.workers is None and intra == 1
         workers = e.workers or (1 if on_gpu else max(1, cores // intra))
-        idle = min(e.idle_intra_op_threads or 0, cores) if not on_gpu else 0
         # One batch more than there are workers: a finishing worker finds the next batch
         # already prepared instead of waiting for the batcher.
-        plan = EnginePlan("thread", intra, workers, e.max_inflight or workers + 1, shared, idle if idle > 1 else 0)
+        plan = EnginePlan("thread", intra, workers, e.max_inflight or workers + 1, shared,
+                          wide_threads(model, cores, on_gpu))
     if on_gpu and e.cuda_graph:
         check_cuda_graph(model, plan)
     return plan
+
+
+def plan_cores(config: Config) -> int:
+    """The cores the plan may use: `runtime.threads`, at most the visible cores."""
+    cores = visible_cores()
+    wanted = config.runtime.threads
+    if wanted and wanted > cores:
+        log.warning("runtime.threads: %d asked for, %d core(s) visible: planning for %d", wanted, cores, cores)
+    return min(wanted or cores, cores)
+
+
+@dataclass
+class ThreadPlan:
+    """Threads of the whole process: fixed ones (stages, engines) and those that come with
+    each camera (its reader, its decoder's extra threads, its encoder, sink workers)."""
+
+    cores: int
+    base_threads: int                    # already running when the plan was made
+    stage_threads: int = 0
+    shared_workers: int = 0              # the shared CPU inference pool
+    engines: dict[str, EnginePlan] = field(default_factory=dict)
+    decode_threads: int = 0              # extra FFmpeg threads of the cameras so far
+    encoders: bool = True                # one encoder thread per camera
+    cameras: int = 0
+
+    def add_camera(self, decoder_threads: int) -> None:
+        """A camera joins: its thread, its decoder's extra threads, its encoder."""
+        self.cameras += 1
+        self.decode_threads += max(0, decoder_threads - 1) if decoder_threads != 0 else self.cores
+
+    @property
+    def total(self) -> int:
+        per_camera = self.cameras * (2 if self.encoders else 1) + self.decode_threads
+        return (self.base_threads + self.stage_threads + self.shared_workers + per_camera
+                + Capacity(self.cores).sink_workers(self.cameras) + sum(e.threads() for e in self.engines.values()))
+
+    def describe(self) -> str:
+        engines = ", ".join(f"{n}: {e.describe()}" for n, e in self.engines.items())
+        return (f"thread plan for {self.cores} core(s): {self.cameras} camera thread(s), {self.decode_threads} extra "
+                f"decode, {self.stage_threads} stage, {Capacity(self.cores).sink_workers(self.cameras)} sink, "
+                f"{self.cameras if self.encoders else 0} encoder, {self.shared_workers} shared inference worker(s); "
+                f"engines [{engines}]; {self.base_threads} already running; total <= {self.total}")
 
 
 def plan_threads(config: Config, base_threads: int, on_gpu: set[str]) -> ThreadPlan:

@@ -12,7 +12,7 @@ import os
 import onnxruntime as ort
 
 from pipeline.config import ModelConfig
-from pipeline.errors import one_line
+from pipeline.errors import PipelineError, one_line
 
 # ORT's own log lines (provider loading, kernel errors) go to stderr with colour codes;
 # every error that matters is raised as an exception and reported in one line instead.
@@ -47,7 +47,7 @@ def preload_cuda_libraries() -> None:
 _preloaded = False
 
 
-class ModelError(Exception):
+class ModelError(PipelineError):
     """A model file that cannot be used as configured; the message names the model."""
 
 

@@ -60,10 +60,3 @@ class Histogram:
             self.count += other.count
             self.total += other.total
             self.max = max(self.max, other.max)
-
-    def summary_ms(self) -> dict[str, float | None]:
-        def ms(v: float | None) -> float | None:
-            return None if v is None else round(v * 1000, 2)
-
-        return {"p50_ms": ms(self.percentile(50)), "p95_ms": ms(self.percentile(95)),
-                "p99_ms": ms(self.percentile(99)), "mean_ms": ms(self.mean()), "max_ms": ms(self.max if self.count else None)}

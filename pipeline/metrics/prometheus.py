@@ -14,11 +14,12 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from pipeline.errors import StartupError
-from pipeline.redact import redact_data
+from pipeline.metrics.snapshot import CameraSnapshot, DeliveryStats, EngineSnapshot, Latency, RetentionStats, Snapshot
 
-Snapshot = Callable[[], dict]
+SnapshotOf = Callable[[], Snapshot]
 Rows = Iterable[tuple[list[str], float | None]]
-_QUANTILES = (("0.5", "p50_ms"), ("0.95", "p95_ms"), ("0.99", "p99_ms"))
+_QUANTILES: tuple[tuple[str, Callable[[Latency], float | None]], ...] = (
+    ("0.5", lambda l: l.p50_ms), ("0.95", lambda l: l.p95_ms), ("0.99", lambda l: l.p99_ms))
 
 
 def unusable_port(where: str, port: int, host: str, error: OSError) -> str:
@@ -46,105 +47,105 @@ def _seconds(ms: float | None) -> float | None:
     return None if ms is None else ms / 1000
 
 
-def _camera_metrics(cams: dict) -> Iterator[Metric]:
+def _camera_metrics(cams: dict[str, CameraSnapshot]) -> Iterator[Metric]:
     yield _counter("pipeline_camera_frames_in", "Frames decoded per camera", ["camera"],
-                   [([c], v["frames_in"]) for c, v in cams.items()])
+                   [([c], v.frames_in) for c, v in cams.items()])
     yield _counter("pipeline_camera_frames_processed", "Frames written by the sinks per camera", ["camera"],
-                   [([c], v["processed"]) for c, v in cams.items()])
+                   [([c], v.processed) for c, v in cams.items()])
     yield _counter("pipeline_camera_frames_dropped", "Frames dropped per camera and reason", ["camera", "reason"],
-                   [([c, r], n) for c, v in cams.items() for r, n in v["dropped"].items()])
+                   [([c, r], n) for c, v in cams.items() for r, n in v.dropped.items()])
     yield _counter("pipeline_camera_errors", "Frame errors per camera", ["camera"],
-                   [([c], v["errors"]) for c, v in cams.items()])
+                   [([c], v.errors) for c, v in cams.items()])
     yield _counter("pipeline_camera_decode_errors", "Unreadable packets skipped per camera", ["camera"],
-                   [([c], v["decode_errors"]) for c, v in cams.items()])
+                   [([c], v.decode_errors) for c, v in cams.items()])
+    yield _counter("pipeline_camera_snapshots_lost", "Event pictures (frames, crops) not written per camera",
+                   ["camera"], [([c], v.snapshots_lost) for c, v in cams.items()])
     yield _counter("pipeline_camera_reconnects", "Reconnects of live cameras", ["camera"],
-                   [([c], v["reconnects"]) for c, v in cams.items()])
+                   [([c], v.reconnects) for c, v in cams.items()])
     yield _counter("pipeline_camera_downtime_seconds", "Time live cameras were disconnected", ["camera"],
-                   [([c], v["downtime_s"]) for c, v in cams.items()])
+                   [([c], v.downtime_s) for c, v in cams.items()])
     yield _gauge("pipeline_camera_fps", "Output frame rate per camera", ["camera"],
-                 [([c], v["fps"]) for c, v in cams.items()])
+                 [([c], v.fps) for c, v in cams.items()])
     yield _gauge("pipeline_camera_state", "1 for the camera's current health state", ["camera", "state"],
-                 [([c, v["state"]], 1) for c, v in cams.items()])
+                 [([c, v.state], 1) for c, v in cams.items()])
     yield _gauge("pipeline_camera_latency_seconds", "End-to-end latency quantiles per camera", ["camera", "quantile"],
-                 [([c, q], _seconds(v["latency"][k])) for c, v in cams.items() for q, k in _QUANTILES])
+                 [([c, q], _seconds(k(v.latency))) for c, v in cams.items() for q, k in _QUANTILES])
     yield _counter("pipeline_analytics_events", "Line crossings and zone entries/exits",
                    ["camera", "name", "event", "class"],
-                   [([c, name, event, cls], n) for c, v in cams.items() for name, events in v["counts"].items()
+                   [([c, name, event, cls], n) for c, v in cams.items() for name, events in v.counts.items()
                     for event, per_class in events.items() for cls, n in per_class.items()])
 
 
-def _stage_metrics(s: dict) -> Iterator[Metric]:
+def _stage_metrics(s: Snapshot) -> Iterator[Metric]:
     yield _gauge("pipeline_stage_reached_seconds", "Time from capture to a stage boundary (quantiles)",
                  ["stage", "quantile"],
-                 [([k, q], _seconds(v[key])) for k, v in s["reached_after"].items()
-                  for q, key in (("0.5", "p50_ms"), ("0.99", "p99_ms"))])
+                 [([k, q], _seconds(key(v))) for k, v in s.reached_after.items()
+                  for q, key in (_QUANTILES[0], _QUANTILES[2])])
     yield _counter("pipeline_stage_items", "Items handled per stage", ["stage"],
-                   [([k], v["items"]) for k, v in s["stages"].items()])
+                   [([k], v.items) for k, v in s.stages.items()])
     yield _counter("pipeline_stage_busy_seconds", "Busy time per stage", ["stage"],
-                   [([k], v["busy_s"]) for k, v in s["stages"].items()])
+                   [([k], v.busy_s) for k, v in s.stages.items()])
     yield _counter("pipeline_stage_calls_saved", "Classifications skipped thanks to tracking", ["stage"],
-                   [([k], v["calls_saved"]) for k, v in s["stages"].items() if "calls_saved" in v])
+                   [([k], v.counters["calls_saved"]) for k, v in s.stages.items() if "calls_saved" in v.counters])
     yield _gauge("pipeline_queue_depth", "Items waiting per queue", ["queue"],
-                 [([k], v["depth"]) for k, v in s["queues"].items()])
+                 [([k], v.depth) for k, v in s.queues.items()])
     yield _counter("pipeline_queue_dropped", "Items dropped per queue", ["queue"],
-                   [([k], v["dropped"]) for k, v in s["queues"].items()])
+                   [([k], v.dropped) for k, v in s.queues.items()])
 
 
-def _engine_metrics(engines: dict) -> Iterator[Metric]:
+def _engine_metrics(engines: dict[str, EngineSnapshot]) -> Iterator[Metric]:
     yield _counter("pipeline_engine_batches", "Batches run per model", ["model"],
-                   [([k], v["batches"]) for k, v in engines.items()])
+                   [([k], v.batches) for k, v in engines.items()])
     yield _counter("pipeline_engine_items", "Items inferred per model", ["model"],
-                   [([k], v["items"]) for k, v in engines.items()])
+                   [([k], v.items) for k, v in engines.items()])
     yield _gauge("pipeline_engine_inflight", "Batches in flight per model", ["model"],
-                 [([k], v["inflight"]) for k, v in engines.items()])
+                 [([k], v.inflight) for k, v in engines.items()])
     yield _counter("pipeline_engine_batch_size", "Batches run per model and batch size", ["model", "size"],
-                   [([k, b], n) for k, v in engines.items() for b, n in v["batch_sizes"].items()])
+                   [([k, b], n) for k, v in engines.items() for b, n in v.batch_sizes.items()])
     yield _gauge("pipeline_engine_mean_batch", "Mean batch size per model", ["model"],
-                 [([k], v["mean_batch"]) for k, v in engines.items()])
+                 [([k], v.mean_batch) for k, v in engines.items()])
     yield _gauge("pipeline_engine_inference_seconds", "Batch inference time quantiles per model", ["model", "quantile"],
-                 [([k, q], _seconds(v["infer"][key])) for k, v in engines.items() for q, key in _QUANTILES])
+                 [([k, q], _seconds(key(v.infer))) for k, v in engines.items() for q, key in _QUANTILES])
 
 
-def _event_metrics(destinations: dict) -> Iterator[Metric]:
-    """The event destinations' figures (`snapshot["events"]`: {destination: {sent, waiting, dropped}})."""
+def _event_metrics(destinations: dict[str, DeliveryStats]) -> Iterator[Metric]:
     yield _counter("pipeline_events_sent", "Events delivered per destination", ["destination"],
-                   [([d], v.get("sent")) for d, v in destinations.items() if v.get("sent") is not None])
+                   [([d], v.sent) for d, v in destinations.items()])
     yield _counter("pipeline_events_dropped", "Events lost per destination", ["destination"],
-                   [([d], v.get("dropped")) for d, v in destinations.items() if v.get("dropped") is not None])
+                   [([d], v.dropped) for d, v in destinations.items()])
     yield _gauge("pipeline_events_waiting", "Events not yet delivered per destination", ["destination"],
-                 [([d], v.get("waiting")) for d, v in destinations.items()])
+                 [([d], v.waiting) for d, v in destinations.items()])
 
 
-def _retention_metrics(folders: dict) -> Iterator[Metric]:
-    """What retention removed (`snapshot["retention"]`: {folder: {removed_files, removed_bytes, kept_bytes}})."""
+def _retention_metrics(folders: dict[str, RetentionStats]) -> Iterator[Metric]:
     yield _counter("pipeline_retention_removed_files", "Files removed to stay within the budget", ["folder"],
-                   [([f], v["removed_files"]) for f, v in folders.items()])
+                   [([f], v.removed_files) for f, v in folders.items()])
     yield _counter("pipeline_retention_removed_bytes", "Bytes removed to stay within the budget", ["folder"],
-                   [([f], v["removed_bytes"]) for f, v in folders.items()])
+                   [([f], v.removed_bytes) for f, v in folders.items()])
     yield _gauge("pipeline_retention_kept_bytes", "Bytes the folder held after its last sweep", ["folder"],
-                 [([f], v["kept_bytes"]) for f, v in folders.items()])
+                 [([f], v.kept_bytes) for f, v in folders.items()])
 
 
 class SnapshotCollector:
-    def __init__(self, snapshot: Snapshot):
+    def __init__(self, snapshot: SnapshotOf):
         self.snapshot = snapshot
 
     def collect(self) -> Iterator[Metric]:
-        s = redact_data(self.snapshot())
-        yield from _camera_metrics(s["cameras"])
+        s = self.snapshot().redacted()
+        yield from _camera_metrics(s.cameras)
         yield from _stage_metrics(s)
-        yield from _engine_metrics(s["engines"])
-        yield from _event_metrics(s.get("events") or {})
-        yield from _retention_metrics(s.get("retention") or {})
-        yield _gauge("pipeline_process_cpu_percent", "Process CPU use (100 = one core)", [], [([], s["cpu_percent"])])
-        yield _gauge("pipeline_process_threads", "Threads of the process", [], [([], s["threads"])])
-        yield _counter("pipeline_frames_processed", "Frames written, all cameras", [], [([], s["processed"])])
+        yield from _engine_metrics(s.engines)
+        yield from _event_metrics(s.events)
+        yield from _retention_metrics(s.retention)
+        yield _gauge("pipeline_process_cpu_percent", "Process CPU use (100 = one core)", [], [([], s.cpu_percent)])
+        yield _gauge("pipeline_process_threads", "Threads of the process", [], [([], s.threads)])
+        yield _counter("pipeline_frames_processed", "Frames written, all cameras", [], [([], s.processed)])
 
 
 class PrometheusExporter:
     """Serves `/metrics` on its own port; a port that cannot be listened on is a `StartupError`."""
 
-    def __init__(self, snapshot: Snapshot, port: int, addr: str = "127.0.0.1"):
+    def __init__(self, snapshot: SnapshotOf, port: int, addr: str = "127.0.0.1"):
         self.registry = CollectorRegistry()
         self.registry.register(SnapshotCollector(snapshot))  # type: ignore[arg-type]
         try:  # its server (http.server's) binds with SO_REUSEADDR: a restart is not refused on TIME-WAIT

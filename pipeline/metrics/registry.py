@@ -1,19 +1,22 @@
 """Counters and histograms of one run: per camera, per stage, per queue, per engine.
 
 Always on and cheap: a handful of integer updates and one histogram record per frame.
-`snapshot()` is the single source of the periodic log line, the final summary, the JSON
-report and the Prometheus endpoint, so they always agree.
+`snapshot()` (typed records, `metrics.snapshot`) is the single source of the periodic log
+line, the final summary, the JSON report and the Prometheus endpoint, so they always agree.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pipeline.metrics.histogram import Histogram
+from pipeline.metrics.snapshot import (CameraSnapshot, EngineSnapshot, Latency, QueueSnapshot, RetentionStats,
+                                       Snapshot, StageSnapshot)
 from pipeline.redact import redact
 
 
@@ -50,6 +53,7 @@ class CameraStats:
     counts: dict[tuple[str, str, str], int] = field(default_factory=lambda: defaultdict(int))  # (name, event, class)
     occupancy: dict[str, int] = field(default_factory=dict)  # zone -> objects inside now
     segment: str = ""  # the file name of the video (or JSON lines) segment being written
+    snapshots_lost: int = 0  # event pictures (frames, crops) that could not be written
 
     def nested_counts(self) -> dict[str, dict[str, dict[str, int]]]:
         """Analytics counts as {line or zone: {event: {class: n}}}."""
@@ -58,14 +62,15 @@ class CameraStats:
             out.setdefault(name, {}).setdefault(event, {})[cls] = n
         return out
 
-
-@dataclass
-class RetentionStats:
-    """What a folder's retention removed so far, and what the folder held after its last sweep."""
-
-    removed_files: int = 0
-    removed_bytes: int = 0
-    kept_bytes: int = 0
+    def snapshot(self) -> CameraSnapshot:
+        span = (self.last_out - self.first_out) if self.first_out is not None and self.last_out is not None else 0.0
+        fps = (self.processed - 1) / span if span > 0 and self.processed > 1 else 0.0
+        return CameraSnapshot(
+            state=self.state.value, detail=self.detail, frames_in=self.frames_in, processed=self.processed,
+            dropped=dict(self.dropped), errors=self.errors, decode_errors=self.decode_errors,
+            output_errors=dict(self.output_errors), fps=round(fps, 2), reconnects=self.reconnects,
+            downtime_s=round(self.downtime_s, 2), latency=Latency.of(self.latency), counts=self.nested_counts(),
+            occupancy=dict(self.occupancy), segment=self.segment, snapshots_lost=self.snapshots_lost)
 
 
 @dataclass
@@ -74,6 +79,10 @@ class StageStats:
     busy_s: float = 0.0
     errors: int = 0
     counters: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # stage-specific (calls_saved, ...)
+
+    def snapshot(self, elapsed: float) -> StageSnapshot:
+        return StageSnapshot(self.items, round(self.busy_s, 3), round(self.busy_s / elapsed, 3) if elapsed > 0 else 0.0,
+                             round(self.items / elapsed, 2) if elapsed > 0 else 0.0, dict(self.counters))
 
 
 @dataclass
@@ -99,6 +108,13 @@ class EngineStats:
             self.items += items
             self.batch_sizes[items] += 1
         self.infer.record(seconds)
+
+    def snapshot(self) -> EngineSnapshot:
+        with self._lock:
+            sizes = {str(b): c for b, c in sorted(self.batch_sizes.items())}
+            return EngineSnapshot(self.provider, self.batches, self.items,
+                                  round(self.items / self.batches, 2) if self.batches else 0.0, sizes, self.inflight,
+                                  self.max_inflight_seen, Latency.of(self.infer))
 
     def reset(self) -> None:
         """Forget what was counted so far (start-up checks and warm-up runs)."""
@@ -181,6 +197,10 @@ class Metrics:
             if stage is not None:
                 self.stages[stage].errors += 1
 
+    def snapshot_lost(self, cam: str, pictures: int = 1) -> None:
+        with self._lock:
+            self.camera(cam).snapshots_lost += pictures
+
     def frame_in(self, cam: str) -> None:
         with self._lock:
             self.camera(cam).frames_in += 1
@@ -230,45 +250,23 @@ class Metrics:
             total.merge(s.latency)
         return total
 
-    def snapshot(self) -> dict:
-        """Everything measured so far as plain data (the JSON report's shape)."""
+    def snapshot(self) -> Snapshot:
+        """Everything measured so far. Cameras, stages and engines come and go while it is
+        taken (an HTTP add, a poll): each table is copied under the lock first."""
+        with self._lock:  # each camera's counters as one moment (they change under this lock)
+            cameras = {cam: c.snapshot() for cam, c in list(self.cameras.items())}
+            stages, engines, queues = list(self.stages.items()), list(self.engines.items()), list(self.queues.items())
+            reached, retention = list(self.reached.items()), list(self.retention.items())
         elapsed = (self.finished or time.monotonic()) - self.started
-        cams = {}
-        for cam, s in self.cameras.items():
-            span = (s.last_out - s.first_out) if s.first_out is not None and s.last_out is not None else 0.0
-            fps = (s.processed - 1) / span if span > 0 and s.processed > 1 else 0.0
-            cams[cam] = {"state": s.state.value, "detail": s.detail, "frames_in": s.frames_in, "processed": s.processed,
-                         "dropped": dict(s.dropped), "errors": s.errors, "decode_errors": s.decode_errors,
-                         "output_errors": dict(s.output_errors),
-                         "fps": round(fps, 2),
-                         "reconnects": s.reconnects, "downtime_s": round(s.downtime_s, 2),
-                         "latency": s.latency.summary_ms(), "counts": s.nested_counts(),
-                         "occupancy": dict(s.occupancy), "segment": s.segment}
-        total = self.total_latency()
-        processed = sum(s.processed for s in self.cameras.values())
-        return {
-            "elapsed_s": round(elapsed, 3),
-            "throughput_fps": round(processed / elapsed, 2) if elapsed > 0 else 0.0,
-            "processed": processed,
-            "latency": total.summary_ms(),
-            "cpu_percent": round(self.cpu_percent, 1),
-            "threads": thread_count(),
-            "max_threads": self.max_threads,
-            "cameras": cams,
-            "reached_after": {k: {"p50_ms": v.summary_ms()["p50_ms"], "p99_ms": v.summary_ms()["p99_ms"]}
-                              for k, v in sorted(self.reached.items(), key=lambda kv: kv[1].total / max(1, kv[1].count))},
-            "stages": {k: {"items": v.items, "busy_s": round(v.busy_s, 3),
-                           "busy_fraction": round(v.busy_s / elapsed, 3) if elapsed > 0 else 0.0,
-                           "items_per_s": round(v.items / elapsed, 2) if elapsed > 0 else 0.0,
-                           **dict(v.counters)}
-                       for k, v in self.stages.items()},
-            "engines": {k: {"provider": v.provider, "batches": v.batches, "items": v.items,
-                            "mean_batch": round(v.items / v.batches, 2) if v.batches else 0.0,
-                            "batch_sizes": {str(b): c for b, c in sorted(v.batch_sizes.items())},
-                            "inflight": v.inflight, "max_inflight_seen": v.max_inflight_seen,
-                            "infer": v.infer.summary_ms()}
-                        for k, v in self.engines.items()},
-            "queues": {name: {"depth": len(q), "high_water": getattr(q, "high_water", 0),  # type: ignore[arg-type]
-                              "dropped": getattr(q, "dropped", 0)} for name, q in self.queues.items()},
-            **({"retention": {name: asdict(r) for name, r in self.retention.items()}} if self.retention else {}),
-        }
+        processed = sum(c.processed for c in cameras.values())
+        return Snapshot(
+            elapsed_s=round(elapsed, 3), throughput_fps=round(processed / elapsed, 2) if elapsed > 0 else 0.0,
+            processed=processed, latency=Latency.of(self.total_latency()), cpu_percent=round(self.cpu_percent, 1),
+            threads=thread_count(), max_threads=self.max_threads,
+            cameras=cameras,
+            reached_after={k: Latency.of(h) for k, h in sorted(reached, key=lambda kv: kv[1].total / max(1, kv[1].count))},
+            stages={k: v.snapshot(elapsed) for k, v in stages},
+            engines={k: v.snapshot() for k, v in engines},
+            queues={name: QueueSnapshot(len(q), getattr(q, "high_water", 0), getattr(q, "dropped", 0))  # type: ignore[arg-type]
+                    for name, q in queues},
+            retention={name: dataclasses.replace(r) for name, r in retention})

@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from pipeline.config.model_file import ModelFileError
+from pipeline.errors import PipelineError
 
 
 def _errors(lines: list[str]) -> int:
@@ -28,7 +28,7 @@ def inspect_command(args: argparse.Namespace) -> int:
     try:
         picture, name = load_picture(args.picture)
         print(report(inspect_model(args.path, picture, name)))
-    except (ModelFileError, ValueError) as e:
+    except (PipelineError, ValueError) as e:
         return _errors([str(e)])
     return 0
 
@@ -73,7 +73,7 @@ def _layout_by_inspection(path: str, problems: list[str]) -> tuple[object, list[
 
 
 def _show(o, path: str, threads: int) -> None:
-    from pipeline.bench.runner import cpu_name
+    from pipeline.runtime.threads import cpu_name
 
     frames = (f"on {o.held_out_frames} held-out frames ({o.calibration_frames} other frames calibrated)"
               if o.calibration_frames else f"on {o.held_out_frames} frames")
@@ -89,8 +89,7 @@ def _show(o, path: str, threads: int) -> None:
 
 
 def optimize_command(args: argparse.Namespace) -> int:
-    from pipeline.engines.session import ModelError
-    from pipeline.modelfile.optimize import OptimizeError, optimize
+    from pipeline.modelfile.optimize import optimize
 
     if not os.path.isfile(args.path):
         return _errors([f"{args.path}: file not found"])
@@ -114,7 +113,7 @@ def optimize_command(args: argparse.Namespace) -> int:
     threads = args.threads or os.cpu_count() or 1
     try:
         o = optimize(args.path, model, precision, args.calibrate, out, args.min_agreement, args.frames, threads)
-    except (OptimizeError, ModelError, ModelFileError) as e:
+    except PipelineError as e:
         return _errors([str(e)])
     _show(o, args.path, threads)
     if o.written is None:

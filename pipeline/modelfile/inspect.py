@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.config import ModelConfig
-from pipeline.config.schema import Reader
+from pipeline.config.schema import Reader, file_problem
 from pipeline.config.model_defaults import FILE_FIELDS, FileDefaults, file_defaults
 from pipeline.config.model_file import ULTRALYTICS_KEYS, ModelFile, read_model_file
 
@@ -44,7 +44,7 @@ def load_picture(path: str | None) -> tuple[np.ndarray, str]:
     """A BGR picture from an image or the first frame of a video; by default the first
     frame of the sample clip, else the built-in test card."""
     from pipeline.catalog import SAMPLES_DIR
-    from pipeline.preflight import test_card
+    from pipeline.engines.model_check import test_card
 
     if path is None:
         sample = SAMPLES_DIR / "vtest.mp4"
@@ -54,6 +54,9 @@ def load_picture(path: str | None) -> tuple[np.ndarray, str]:
     import av
     import cv2
 
+    why = file_problem(path)
+    if why is not None:  # a FIFO would hold the read for ever
+        raise ValueError(f"--picture {path}: {why}")
     image = cv2.imread(path)
     if image is not None:
         return image, os.path.basename(path)
@@ -106,8 +109,8 @@ def _try(path: str, layout: str, picture: np.ndarray) -> tuple[ModelConfig, Read
     """The model read with `layout` (everything else from the file), run on the picture
     through the start-up checks."""
     from pipeline.decoders.layouts import DetectionDecoder, classify
+    from pipeline.engines.model_check import model_problems
     from pipeline.engines.session import ModelError, create_session
-    from pipeline.preflight import model_problems
     from pipeline.preprocess import Preprocessor
 
     r = Reader(Path(path).parent)

@@ -22,6 +22,7 @@ import numpy as np
 
 from pipeline.config import ModelConfig
 from pipeline.engines.session import create_session
+from pipeline.errors import PipelineError
 from pipeline.modelfile.agreement import Agreement, Runner, Speed, agreement, ms_per_frame
 from pipeline.preprocess import Preprocessor
 
@@ -32,7 +33,7 @@ Precision = Literal["fp16", "int8"]
 FP32_FRACTIONS = (0.05, 0.1, 0.2, 0.3)
 
 
-class OptimizeError(Exception):
+class OptimizeError(PipelineError):
     """Bad input to `optimize` (an unreadable clip, no frames); one line."""
 
 

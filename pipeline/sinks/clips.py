@@ -1,11 +1,24 @@
 """Short clips around events, cut from the camera's already encoded video (no second encode).
 
 `PacketRing` keeps the last `pre_s` seconds of a camera's encoded packets, back to the
-keyframe at or before that (a clip must start on a keyframe to be playable), bounded in
-bytes too: packets, not pictures, so a minute of 1080p costs a few megabytes, not
-gigabytes. `ClipRecorder` opens a clip when an event comes, writes the ring's packets and
-then every new packet until `post_s` after the event; an event while a clip is open
-extends it (events close together share one clip).
+keyframe at or before that (a clip must start on a keyframe to be playable), within a
+byte budget: packets, not pictures. `ClipRecorder` opens a clip when an event comes,
+writes the ring's packets and then every new packet until `post_s` after the event; an
+event while a clip is open extends it (events close together share one clip).
+
+`clips.max_mb` bounds each clip, and the ring holds half of it, so a pre-roll never
+crowds out what follows the event. Where the keyframe at `pre_s` lies beyond the ring's
+half, the pre-roll starts at the first keyframe within it and the event says so
+(`clip_pre_s`, `clip_note`); with no keyframe within it the event has no clip, said in
+`clip_note` (a shorter GOP helps: `outputs.video.options: {g: ...}`). A clip that
+reaches `max_mb` ends there.
+
+A clip holds the packets of one encoder: when the video changes size (a camera back at
+another resolution: its writer starts a new encoder) the clip under way ends, and goes
+on in `<clip>.part1.mp4` (`.part2`, ...) while its events' `post_s` lasts; the ring
+starts again at the new size, so a pre-roll never spans the change (it is shortened,
+said in the event). A new encoder with the same parameters (a time segment) continues
+the clip as it is.
 
 Packets are copied (their bytes and timing) before the camera's own muxer takes them: a
 packet muxed once is consumed.
@@ -19,6 +32,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import av
+
+from pipeline.sinks.encoder import segment_path
 
 log = logging.getLogger("pipeline.clips")
 
@@ -49,36 +64,73 @@ class Held:
 
 
 class PacketRing:
+    """Packets from a keyframe on, the last `pre_s` seconds and at most `max_bytes`."""
+
     def __init__(self, pre_s: float, max_bytes: int = 64 * 1024 * 1024):
         self.pre_s = pre_s
         self.max_bytes = max_bytes
         self._held: deque[Held] = deque()
         self._bytes = 0
+        self.budget_cut_s: float | None = None  # the newest packet given up for the byte budget
 
     def add(self, held: Held) -> None:
+        if not self._held and not held.keyframe:
+            self.budget_cut_s = held.seconds  # nothing to start a clip from until the next keyframe
+            return
         self._held.append(held)
         self._bytes += len(held.data)
         self._trim(held.seconds - self.pre_s)
 
     def _trim(self, keep_from: float) -> None:
-        """Drop what lies before the last keyframe at or before `keep_from`, and (over the
-        byte budget) whole GOPs from the front."""
-        keys = [i for i, h in enumerate(self._held) if h.keyframe]
-        start = max((i for i in keys if self._held[i].seconds <= keep_from), default=0)
-        while self._bytes > self.max_bytes and any(i > start for i in keys):
-            start = min(i for i in keys if i > start)
-        for _ in range(start):
-            self._bytes -= len(self._held.popleft().data)
+        """Drop what lies before the last keyframe at or before `keep_from`, then (over the
+        byte budget) whole GOPs from the front, the last one too when it alone is over."""
+        held = self._held
+        keys = [i for i, h in enumerate(held) if h.keyframe]
+        for _ in range(max((i for i in keys if held[i].seconds <= keep_from), default=0)):
+            self._pop()
+        while self._bytes > self.max_bytes:
+            self.budget_cut_s = self._pop().seconds
+            while held and not held[0].keyframe:
+                self.budget_cut_s = self._pop().seconds
+
+    def _pop(self) -> Held:
+        h = self._held.popleft()
+        self._bytes -= len(h.data)
+        return h
+
+    def clear(self) -> None:
+        self._held.clear()
+        self._bytes = 0
+        self.budget_cut_s = None
 
     def from_keyframe(self) -> list[Held]:
-        """The packets held, from the first keyframe on (what a clip can start with)."""
-        held = list(self._held)
-        first = next((i for i, h in enumerate(held) if h.keyframe), len(held))
-        return held[first:]
+        """The packets held, from their first keyframe on (what a clip can start with)."""
+        return list(self._held)
 
     @property
     def bytes(self) -> int:
         return self._bytes
+
+
+@dataclass(frozen=True)
+class ClipRef:
+    """What an event gets: the clip that shows it (None: none), and where its pre-roll is
+    shorter than `pre_s`, how long it is and why (`note` also says why there is no clip)."""
+
+    path: str | None
+    pre_s: float | None = None
+    note: str = ""
+
+
+def _next_packet_s(held: list[Held]) -> float:
+    """When the packet after `held` is about due: one packet interval after the newest."""
+    return held[-1].seconds + (held[-1].seconds - held[-2].seconds if len(held) > 1 else 0.0)
+
+
+def _encoder(stream) -> tuple:
+    """What a clip's packets must share: the codec, size and codec headers of their encoder."""
+    ctx = stream.codec_context
+    return ctx.name, ctx.width, ctx.height, bytes(ctx.extradata or b"")
 
 
 class ClipRecorder:
@@ -87,12 +139,21 @@ class ClipRecorder:
 
     def __init__(self, folder: str, pre_s: float, post_s: float, max_bytes: int = 64 * 1024 * 1024):
         self.folder = folder
+        self.pre_s = pre_s
         self.post_s = post_s
-        self.ring = PacketRing(pre_s, max_bytes)
+        self.max_bytes = max_bytes
+        self.ring = PacketRing(pre_s, max_bytes // 2)
         self._stream = None
+        self._encoder: tuple | None = None
+        self._stream_packets = 0  # of the current encoder; its codec headers are complete once one was muxed
+        self._size_changed_s: float | None = None
         self._clip: av.container.OutputContainer | None = None
         self._clip_stream = None
         self._clip_path = ""
+        self._clip_bytes = 0
+        self._first_part = ""  # the clip's first file; a size change continues it in its .partN files
+        self._part = 0
+        self._continues = False  # the clip goes on in its next part at the next packet
         self._end_s = 0.0
         self._last_dts: int | None = None
         self._ends_after_next = False
@@ -100,47 +161,90 @@ class ClipRecorder:
 
     def packet(self, packet: av.Packet, stream) -> None:
         """Every packet the camera's encoder makes, before it is muxed."""
-        self._stream = stream
         held = Held.of(packet)
+        if stream is not self._stream:
+            self._new_encoder(stream, held.seconds)
+        self._stream_packets += 1
         self.ring.add(held)
         if self._ends_after_next:  # the packet of the frame whose event was marked last
             self._end_s = max(self._end_s, held.seconds + self.post_s)
             self._ends_after_next = False
+        if self._continues and self._stream_packets > 1:  # the new encoder's first packet is muxed
+            self._continues = False
+            if held.seconds <= self._end_s and self.ring.from_keyframe():
+                self._part += 1
+                self._open(segment_path(self._first_part, self._part), self.ring.from_keyframe())
         if self._clip is not None:
             if held.seconds > self._end_s:
                 self.close()
             else:
                 self._write(held)
 
-    def event(self, name: str, at_s: float | None = None) -> str | None:
+    def _new_encoder(self, stream, at_s: float) -> None:
+        encoder = _encoder(stream)
+        if self._encoder is not None and encoder != self._encoder:
+            self.ring.clear()  # its packets cannot go into a clip of the new encoder
+            self._size_changed_s = at_s
+            if self._clip is not None:
+                self._finish()
+                self._continues = True
+        self._stream, self._encoder, self._stream_packets = stream, encoder, 0
+
+    def event(self, name: str, at_s: float | None = None) -> ClipRef:
         """An event at `at_s`, by default at the next packet's time (the sink marks a
-        frame's events before it encodes the frame): the clip that will show it (None: no
-        encoded video yet to cut from)."""
+        frame's events before it encodes the frame): the clip that will show it."""
         if at_s is None:
             self._ends_after_next = True
         else:
             self._end_s = max(self._end_s, at_s + self.post_s)
         if self._clip is not None:
-            return self._clip_path
+            return ClipRef(self._clip_path)
         held = self.ring.from_keyframe()
         if self._stream is None or not held:
-            return None
+            why = "nothing encoded yet" if self._stream is None else \
+                f"no keyframe within the {self.ring.max_bytes / 1e6:g} MB of clips.max_mb kept for the pre-roll"
+            return ClipRef(None, note=f"no clip: {why}")
+        self._part = 0
+        self._first_part = os.path.join(self.folder, f"{name}.mp4")
+        self._open(self._first_part, held)
+        at = _next_packet_s(held) if at_s is None else at_s
+        pre = at - held[0].seconds
+        if pre >= self.pre_s - 1e-6:
+            return ClipRef(self._clip_path)
+        return ClipRef(self._clip_path, round(pre, 3), self._shortened(at))
+
+    def _shortened(self, at: float) -> str:
+        wanted_from = at - self.pre_s
+        if self._size_changed_s is not None and self._size_changed_s > wanted_from:
+            return "pre_s shortened: the video changed size"
+        if self.ring.budget_cut_s is not None and self.ring.budget_cut_s > wanted_from:
+            return f"pre_s shortened to the first keyframe within the {self.ring.max_bytes / 1e6:g} MB of " \
+                   f"clips.max_mb kept for it"
+        return "pre_s shortened: the video starts there"
+
+    def _open(self, path: str, held: list[Held]) -> None:
         os.makedirs(self.folder, exist_ok=True)
-        self._clip_path = os.path.join(self.folder, f"{name}.mp4")
-        self._clip = av.open(self._clip_path, "w")
+        self._clip_path = path
+        self._clip = av.open(path, "w")
         self._clip_stream = self._clip.add_stream_from_template(self._stream)
         self._last_dts = None
+        self._clip_bytes = 0
         for h in held:
             self._write(h)
-        return self._clip_path
 
     def _write(self, held: Held) -> None:
-        assert self._clip is not None
+        if self._clip is None:  # ended at max_mb
+            return
         if held.dts is not None and self._last_dts is not None and held.dts <= self._last_dts:
             return  # already in the clip (the ring and the live packets overlap at the start)
+        if self._clip_bytes + len(held.data) > self.max_bytes:
+            log.info("clip %s reached clips.max_mb (%g MB): it ends there", self._clip_path, self.max_bytes / 1e6)
+            self._finish()
+            return
         packet = held.packet()
         packet.stream = self._clip_stream
         self._clip.mux(packet)
+        self._clip_bytes += len(held.data)
         self._last_dts = held.dts
 
     @property
@@ -151,6 +255,10 @@ class ClipRecorder:
     def close(self) -> None:
         """Finish the clip under way (the camera ended, or its post-event time is over)."""
         self._end_s = 0.0
+        self._continues = False
+        self._finish()
+
+    def _finish(self) -> None:
         if self._clip is None:
             return
         try:

@@ -20,6 +20,7 @@ import time
 
 from pipeline.config.outputs import EventsConfig
 from pipeline.errors import one_line
+from pipeline.metrics.snapshot import DeliveryStats
 from pipeline.redact import redact
 from pipeline.runtime.queues import BoundedQueue, QueueClosed
 from pipeline.sinks.event_senders import Sender, senders_for
@@ -68,10 +69,9 @@ class Outbox:
         if self._queue.dropped == 1:
             log.warning("events to %s: the buffer is full, the oldest unsent events drop (counted)", self.sender.name)
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> DeliveryStats:
         with self._cond:
-            return {"sent": self.sent, "waiting": len(self._queue) + len(self._sending),
-                    "dropped": self._queue.dropped + self._late}
+            return DeliveryStats(self.sent, len(self._queue) + len(self._sending), self._queue.dropped + self._late)
 
     def _next(self) -> list[dict] | None:
         """The batch to send: the one that failed last, else the oldest waiting events;
@@ -92,7 +92,7 @@ class Outbox:
                 if self._closed:
                     return  # given up on at close: counted as dropped
                 log.warning("events to %s: %s; retrying in %.1fs (%d waiting)", self.sender.name,
-                            redact(one_line(e)), backoff, self.stats()["waiting"])
+                            redact(one_line(e)), backoff, self.stats().waiting)
                 with self._cond:
                     self._cond.wait_for(lambda: self._closed, backoff)
                 backoff = min(backoff * 2, 10.0)
@@ -164,13 +164,13 @@ class EventPublisher:
         self.publish({"camera": camera, "event": "state", "state": state, "detail": redact(detail),
                       "time": time.time()})
 
-    def stats(self) -> dict[str, dict[str, int]]:
-        """{destination: {"sent", "waiting", "dropped"}}, destinations shown with secrets masked."""
+    def stats(self) -> dict[str, DeliveryStats]:
+        """Per destination (shown with secrets masked)."""
         return {box.sender.name: box.stats() for box in self.outboxes}
 
     def lost(self) -> int:
         """Events dropped so far, all destinations together (the run failed to deliver them)."""
-        return sum(box.stats()["dropped"] for box in self.outboxes)
+        return sum(box.stats().dropped for box in self.outboxes)
 
     def close(self) -> None:
         """Send what is left for at most `flush_timeout_s` (all destinations at once), then

@@ -19,7 +19,9 @@ import threading
 import time
 from typing import Callable
 
+from pipeline.config.outputs import JsonlOutputConfig
 from pipeline.frames import Frame
+from pipeline.sinks.segments import START, WallSegments, last_stamp
 
 
 def frame_record(frame: Frame) -> dict:
@@ -42,7 +44,7 @@ def frame_record(frame: Frame) -> dict:
                     "time": None if frame.pts_seconds is None else round(frame.pts_seconds, 6),
                     "detections": items}
     if frame.events:
-        record["events"] = frame.events
+        record["events"] = [e.to_dict() for e in frame.events]
     if frame.errors:
         record["errors"] = frame.errors
     return record
@@ -119,3 +121,57 @@ class JsonlWriter:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+class JsonlFiles:
+    """Every camera's JSON lines writer: a file of its own (`{camera}` in the name), or the
+    one all cameras share, closed when the last of them ends and reopened for appending
+    when a camera comes after that; with time segments the shared file moves on by the
+    wall clock (`WallSegments`), a camera's own with its video (`CameraSegments`)."""
+
+    def __init__(self, config: JsonlOutputConfig, path: Callable[[str, str | None], str]):
+        self.config = config
+        self.path = path  # (camera, segment start or None) -> file
+        self.writers: dict[str, JsonlWriter] = {}
+        self._lock = threading.Lock()
+        self.shared: JsonlWriter | None = None
+        self._shared_segments: WallSegments | None = None
+        if config.enabled and "{camera}" not in config.filename:
+            self.shared = JsonlWriter(path("", None), config.flush_s)
+
+    def open(self, cam: str, append: bool, lease: Callable[[], None] | None, segment_s: float | None) -> None:
+        with self._lock:
+            if self.shared is None:
+                self.writers[cam] = JsonlWriter(self.path(cam, None), self.config.flush_s, append, lease)
+                return
+            if self.shared.closed:  # every camera had ended
+                self.shared = JsonlWriter(self.shared.path, self.config.flush_s, append=True)
+            self.writers[cam] = self.shared
+            if self._shared_segments is None and (segment_s is not None or START in self.config.filename):
+                self._shared_segments = WallSegments(segment_s, last_stamp(self.path("", START)))
+
+    def next(self, cam: str, start: str | None) -> JsonlWriter:
+        """The camera's writer, moved on to its next segment (`start`: the camera's, a
+        shared file's by the wall clock)."""
+        jw = self.writers[cam]
+        if jw is not self.shared:
+            if start is not None:
+                jw.rotate(self.path(cam, start))
+        elif self._shared_segments is not None:
+            with self._lock:
+                shared = self._shared_segments.next()
+                if shared is not None:
+                    jw.rotate(self.path("", shared))
+        return jw
+
+    def close(self, cam: str, last: bool) -> None:
+        """`last`: no other camera is open (a shared file closes)."""
+        with self._lock:
+            jw = self.writers.pop(cam, None)
+            if jw is not None and jw is not self.shared:
+                jw.close()
+            if last and self.shared is not None:
+                self.shared.close()
+
+    def open_files(self) -> list[str]:
+        return [j.path for j in list(self.writers.values()) + [self.shared] if j is not None and not j.closed]

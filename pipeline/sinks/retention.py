@@ -21,7 +21,8 @@ from typing import Callable, Iterable
 
 from pipeline.config import OutputsConfig
 from pipeline.config.outputs import RetainConfig
-from pipeline.metrics.registry import Metrics, RetentionStats
+from pipeline.metrics.registry import Metrics
+from pipeline.metrics.snapshot import RetentionStats
 from pipeline.sinks.segments import STAMP_RE
 
 log = logging.getLogger("pipeline.retention")
@@ -122,7 +123,7 @@ def newest_segments(paths: Iterable[str]) -> set[str]:
 class OutputRetention:
     """A run's retentions: `outputs.retain` over the videos and JSON lines (never an open
     file: `is_open`), `outputs.events.retain` over `events/`; their counts go into the
-    metrics (`snapshot()["retention"]`). Swept four times per time segment (every second
+    metrics (`snapshot().retention`). Swept four times per time segment (every second
     at most, every minute at least: a sweep stats every file of the folder), so the folder
     exceeds its budget by about a segment at most."""
 

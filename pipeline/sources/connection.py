@@ -19,31 +19,52 @@ from typing import Callable, Iterator, Mapping
 import av
 
 from pipeline.config import SourceConfig
-from pipeline.errors import one_line
+from pipeline.config.schema import file_problem, local_path
+from pipeline.errors import FAILED, PipelineError, one_line
 from pipeline.redact import redact
 
 log = logging.getLogger("pipeline.source")
 
 
-class SourceError(Exception):
+class SourceError(PipelineError):
     """The camera cannot be read; the message says why in one line. It names the camera's
     URL (or FFmpeg's error does), so it is redacted here, once for every place that
-    shows it (logs, camera states, the summary, events)."""
+    shows it (logs, camera states, the summary, events). It fails that camera, never
+    the run."""
+
+    exit_status = FAILED
 
     def __init__(self, message: str):
         super().__init__(redact(message))
 
 
-def probe(uri: str) -> str | None:
-    """Why a video file cannot be read (None when it can): opens it and decodes one frame.
-    The reason is redacted: it names the file, which may be a URL."""
+def local_file_problem(uri: str) -> str | None:
+    """Why the local file `uri` names cannot be opened safely (None: it can, or `uri` is a
+    network URL). Asked right before each open: a path checked when the config was read
+    may have become a FIFO since, and FFmpeg's open of a FIFO waits in the kernel for a
+    writer, beyond any timeout or stop."""
+    path = local_path(uri)
+    why = file_problem(path) if path is not None else None
+    return f"{why}: {path}" if why else None
+
+
+def probe(uri: str, timeout: tuple[float, float] = (5.0, 5.0)) -> str | None:
+    """Why a video file cannot be read (None when it can): opens it and decodes one frame,
+    each step within `timeout` (open, read: a file may be a URL with `live: false`, whose
+    server may never answer). The reason is redacted: it names the file, which may be a URL."""
+    special = local_file_problem(uri)
+    if special:
+        return redact(f"cannot read video {uri}: {special}")
     try:
-        with av.open(uri) as c:
+        with av.open(uri, timeout=timeout) as c:
             if not c.streams.video:
                 return redact(f"no video stream in {uri}")
             for _ in c.decode(video=0):
                 return None
             return redact(f"no decodable frame in {uri}")
+    except av.error.ExitError:  # the interrupt callback: a step took longer than its timeout
+        return redact(f"cannot read video {uri}: no answer in time (open_timeout_s={timeout[0]:g}, "
+                      f"read_timeout_s={timeout[1]:g})")
     except Exception as e:
         return redact(f"cannot read video {uri}: {one_line(e)}")
 
@@ -158,6 +179,9 @@ class Connection:
             options["rtsp_transport"] = cfg.transport
             options["timeout"] = str(int(cfg.read_timeout_s * 1e6))  # socket I/O timeout, microseconds
         options.update(cfg.options)
+        special = local_file_problem(cfg.uri)
+        if special:
+            raise SourceError(f"cannot open {cfg.uri}: {special}")
         t0 = time.monotonic()
         try:
             container = av.open(cfg.uri, options=options, timeout=(cfg.open_timeout_s, cfg.read_timeout_s))

@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 
 from pipeline.config.stages import AnalyticsSpec, LineSpec, ZoneSpec
-from pipeline.frames import ClassNames, EndOfStream, Frame, Item, LineCount, ZoneCount
+from pipeline.frames import ClassNames, EndOfStream, Event, Frame, Item, LineCount, ZoneCount
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.stage import InlineStage
 from pipeline.stages.build import BuildContext
@@ -219,9 +219,8 @@ class AnalyticsStage(InlineStage):
                     g.forget(tid)
 
     @staticmethod
-    def _event(frame: Frame, track: int, cls: str, event: str, **extra) -> dict:
-        return {"camera": frame.camera, "seq": frame.seq, "pts": frame.pts, "track": track, "class": cls,
-                "event": event, **extra}
+    def _event(frame: Frame, track: int, cls: str, event: str, **extra: str) -> Event:
+        return Event(frame.camera, frame.seq, frame.pts, track, cls, event, **extra)
 
     def end(self, eos: EndOfStream) -> Iterable[Item]:
         self.cameras.pop(eos.camera, None)

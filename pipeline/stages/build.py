@@ -4,14 +4,25 @@ ingress the first stage is fed by."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Protocol
 
 from pipeline.config import Config
-from pipeline.engines.engine import Engine
+from pipeline.engines.batching import BatchPolicy
+from pipeline.engines.protocol import InferenceEngine
 from pipeline.frames import ClassNames
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.ingress import Ingress
 from pipeline.runtime.stage import RunControl
+
+
+class Engines(Protocol):
+    """The run's engines (`engines.engine_registry.EngineRegistry`), by model name."""
+
+    def __call__(self, model: str) -> InferenceEngine: ...
+
+    def policy(self, model: str) -> BatchPolicy:
+        """The batch rule of the model's engine (its preferred batch is measured)."""
+        ...
 
 
 @dataclass
@@ -19,7 +30,7 @@ class BuildContext:
     config: Config
     metrics: Metrics
     control: RunControl
-    engine: Callable[[str], Engine]  # the engine of a model, by model name
+    engines: Engines
     ingress: Ingress | None = None   # the cameras' lanes, which feed the first stage
 
     @property

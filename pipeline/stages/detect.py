@@ -7,7 +7,7 @@ Two threads and no waiting on inference:
   `order` and submits;
 - the completion thread decodes each finished batch (layout decode, score filter,
   class-aware NMS, boxes back to frame pixels) and releases frames per camera in order.
-Preprocessing itself runs in each camera's source thread (see `sources.video`).
+Preprocessing itself runs in each camera's source thread (see `sources.framing`).
 """
 from __future__ import annotations
 
@@ -40,9 +40,8 @@ class DetectStage(InferenceStage):
     @classmethod
     def from_spec(cls, spec: DetectSpec, ctx: BuildContext) -> "DetectStage":
         assert ctx.ingress is not None
-        engine = ctx.engine(spec.model)
-        return cls(spec.stage_name, ctx.config.models[spec.model], engine, engine.policy, ctx.metrics, ctx.control,
-                   ctx.ingress)
+        return cls(spec.stage_name, ctx.config.models[spec.model], ctx.engines(spec.model),
+                   ctx.engines.policy(spec.model), ctx.metrics, ctx.control, ctx.ingress)
 
     def accept(self, item: Item) -> None:
         self.ingress.put(item)

@@ -22,7 +22,7 @@ from pipeline.errors import CameraInUse, UnknownCamera, one_line
 from pipeline.redact import redact
 
 if TYPE_CHECKING:
-    from pipeline.web.handler import Handler
+    from pipeline.web.request import Request
 
 log = logging.getLogger("pipeline.web")
 
@@ -30,6 +30,8 @@ MAX_BODY = 64 * 1024  # a camera's mapping is a few hundred bytes
 DRAIN = 1 << 20  # of a body too large, this much is read and dropped before the connection closes
 PREFIX = "/api/cameras"
 WHERE = "body"  # the YAML path of the body's mapping in the problems
+MAX_DEPTH = 32  # lists and mappings in one another; a camera's mapping is 3 deep
+TOO_DEEP = f"nested too deeply (at most {MAX_DEPTH} levels)"
 
 
 @dataclass(frozen=True)
@@ -47,17 +49,26 @@ def answer_json(status: int, data: dict) -> Answer:
     return Answer(status, json.dumps(data).encode(), "application/json")
 
 
+class _Refused(Exception):
+    """A body refused before it is built; the message is the answer's line."""
+
+
 def read_mapping(body: bytes, content_type: str) -> Any:
     """The body's data: JSON when it says so, else YAML (which reads JSON too). A body that
-    is neither raises ValueError with one line."""
+    is neither, or nests deeper than `MAX_DEPTH`, raises ValueError with one line."""
     try:
         text_ = body.decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError(f"{WHERE}: not UTF-8 text") from None
     try:
         if content_type.split(";")[0].strip().lower() == "application/json":
-            return json.loads(text_)
-        return _yaml(text_)
+            data = json.loads(text_)
+            if _depth(data) > MAX_DEPTH:
+                raise RecursionError
+            return data
+        return yaml.load(text_, Loader=_BoundedLoader)  # noqa: S506 (a SafeLoader)
+    except _Refused as e:
+        raise ValueError(str(e)) from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{WHERE}: invalid JSON: {e}") from None
     except yaml.YAMLError as e:
@@ -65,18 +76,54 @@ def read_mapping(body: bytes, content_type: str) -> Any:
         at = f" line {mark.line + 1} column {mark.column + 1}:" if mark else ""
         raise ValueError(f"{WHERE}:{at} invalid YAML: {getattr(e, 'problem', None) or e}") from None
     except RecursionError:
-        raise ValueError(f"{WHERE}: nested too deeply") from None
+        raise ValueError(f"{WHERE}: {TOO_DEEP}") from None
+    except ValueError as e:  # a value the parser cannot hold (an integer of 60,000 digits)
+        raise ValueError(f"{WHERE}: {str(e).split(';')[0]}") from None
 
 
-def _yaml(text_: str) -> Any:
-    """YAML without aliases: a camera's mapping needs none, and a few hundred bytes of
-    nested aliases stand for billions of values, which every check would walk."""
-    for event in yaml.parse(text_, Loader=yaml.SafeLoader):
-        if isinstance(event, yaml.AliasEvent):
-            mark = event.start_mark
-            raise ValueError(f"{WHERE}: line {mark.line + 1} column {mark.column + 1}: "
-                             "YAML aliases (*name) are not accepted here")
-    return yaml.safe_load(text_)
+def _depth(data: Any) -> int:
+    """How deeply lists and mappings nest in `data` (a scalar: 0), without recursing."""
+    deepest, todo = 0, [(data, 1)]
+    while todo:
+        value, level = todo.pop()
+        if isinstance(value, (list, dict)):
+            deepest = max(deepest, level)
+            if level <= MAX_DEPTH:
+                todo.extend((v, level + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return deepest
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """YAML without aliases and at most `MAX_DEPTH` deep, both refused as the parser
+    reaches them, in the one pass that builds the data: a camera's mapping needs neither,
+    a few hundred bytes of nested aliases stand for billions of values, and PyYAML's cost
+    grows with the square of the nesting (60 KB of brackets held a thread for minutes)."""
+
+    depth = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            raise _Refused(f"{WHERE}: {self._at()}: YAML aliases (*name) are not accepted here")
+        return super().compose_node(parent, index)
+
+    def compose_sequence_node(self, anchor):
+        return self._nested(super().compose_sequence_node, anchor)
+
+    def compose_mapping_node(self, anchor):
+        return self._nested(super().compose_mapping_node, anchor)
+
+    def _nested(self, compose, anchor):
+        if self.depth >= MAX_DEPTH:
+            raise _Refused(f"{WHERE}: {self._at()}: {TOO_DEEP}")
+        self.depth += 1
+        try:
+            return compose(anchor)
+        finally:
+            self.depth -= 1
+
+    def _at(self) -> str:
+        mark = self.peek_event().start_mark
+        return f"line {mark.line + 1} column {mark.column + 1}"
 
 
 def add(control: CameraControl, body: bytes, content_type: str) -> Answer:
@@ -104,7 +151,7 @@ def remove(control: CameraControl, camera: str) -> Answer:
     return answer_json(202, {"removing": camera})
 
 
-def post(handler: Handler, path: str) -> None:
+def post(handler: Request, path: str) -> None:
     if path != PREFIX:
         handler.send(404, b"not found\n")
         return
@@ -114,7 +161,7 @@ def post(handler: Handler, path: str) -> None:
         reply(handler, add(control, body, handler.headers.get("Content-Type", "")))
 
 
-def delete(handler: Handler, path: str) -> None:
+def delete(handler: Request, path: str) -> None:
     camera = urllib.parse.unquote(path[len(PREFIX) + 1:])
     if not path.startswith(PREFIX + "/") or not camera:
         handler.send(404, b"not found\n")
@@ -124,7 +171,7 @@ def delete(handler: Handler, path: str) -> None:
         reply(handler, remove(control, camera))
 
 
-def controlling(handler: Handler) -> CameraControl | None:
+def controlling(handler: Request) -> CameraControl | None:
     """The run's camera control; None (answered 403) when `outputs.web.control` is off:
     the path exists (GET lists the cameras), changing the cameras is what is refused."""
     if handler.app.control is None:
@@ -132,7 +179,7 @@ def controlling(handler: Handler) -> CameraControl | None:
     return handler.app.control
 
 
-def read_body(handler: Handler) -> bytes | None:
+def read_body(handler: Request) -> bytes | None:
     """The request's body, at most `MAX_BODY` bytes (None: answered 411 or 413)."""
     try:
         length = int(handler.headers.get("Content-Length", ""))
@@ -148,5 +195,5 @@ def read_body(handler: Handler) -> bytes | None:
     return handler.rfile.read(length)
 
 
-def reply(handler: Handler, answer: Answer) -> None:
+def reply(handler: Request, answer: Answer) -> None:
     handler.send(answer.status, answer.body, answer.content_type)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pipeline.web.handler import Handler
+    from pipeline.web.request import Request
 
 TYPES = {".jpg": "image/jpeg", ".mp4": "video/mp4"}
 CHUNK = 1 << 16
@@ -63,7 +63,7 @@ def byte_range(header: str | None, size: int) -> Span | None:
     return Span(start, end)
 
 
-def serve(handler: Handler, path: str) -> None:
+def serve(handler: Request, path: str) -> None:
     """An event's snapshot or clip (one byte range of it when asked, for a player that seeks)."""
     evidence_dir = handler.app.evidence_dir
     real = evidence_file(evidence_dir, path) if evidence_dir else None

@@ -11,9 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import urllib.parse
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from prometheus_client import generate_latest
 
@@ -21,10 +19,8 @@ from pipeline.errors import one_line
 from pipeline.redact import redact_data
 from pipeline.sinks.preview import Picture
 from pipeline.web import camera_api, evidence
-from pipeline.web.auth import authorised, is_token, set_cookie
-
-if TYPE_CHECKING:
-    from pipeline.web.server import WebServer
+from pipeline.web.admission import AdmittedHandler
+from pipeline.web.auth import is_token, set_cookie
 
 log = logging.getLogger("pipeline.web")
 
@@ -39,16 +35,8 @@ def _int(values: list[str] | None, default: int) -> int:
         return default
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(AdmittedHandler):
     protocol_version = "HTTP/1.1"
-
-    @property
-    def app(self) -> WebServer:
-        return self.server.app  # type: ignore[attr-defined]
-
-    def setup(self) -> None:
-        self.timeout = self.app.IDLE_TIMEOUT_S
-        super().setup()
 
     def handle(self) -> None:
         try:
@@ -81,13 +69,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def guard(self) -> tuple[str, dict[str, list[str]], str] | None:
         """The request's path, query and `?token=` once it holds the token (None: answered 401)."""
-        url = urllib.parse.urlsplit(self.path)
-        query = urllib.parse.parse_qs(url.query)
-        token = (query.get("token") or [""])[0]
-        if not authorised(self.app.config.token, self.headers, token):
+        if not self.authorised:
             self.send(401, b"a token is needed\n", headers={"WWW-Authenticate": "Bearer"})
             return None
-        return url.path, query, token
+        return self.target, self.query, self.query_token
 
     def do_GET(self) -> None:  # noqa: N802
         request = self.guard()

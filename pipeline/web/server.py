@@ -9,12 +9,14 @@ time and only while the tile is in view, so any number of cameras share the brow
 few connections per host; `/stream/<camera>` (MJPEG) serves tools that want one stream.
 Frames are encoded only for cameras someone watches (`sinks.preview`). Binds 127.0.0.1
 unless told otherwise; with a `token`, every request needs it (`web.auth`). Connections
-are capped (the excess is answered 503) and closed when idle, so neither a crowd nor
-forgotten sockets exhaust the threads.
+are capped, closed when idle, and must send their first request head in time; those
+that present the token have slots of their own (`web.admission`), so neither a crowd,
+forgotten sockets nor slow ones exhaust the threads or starve the viewers.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import ipaddress
 import logging
 import socket
@@ -31,14 +33,12 @@ from pipeline.control import CameraControl
 from pipeline.errors import StartupError, one_line
 from pipeline.metrics.histogram import Histogram
 from pipeline.metrics.prometheus import SnapshotCollector, unusable_port
+from pipeline.metrics.snapshot import Latency, Snapshot
 from pipeline.sinks.preview import Picture, Preview
+from pipeline.web.admission import Slots
 from pipeline.web.handler import Handler
 
 log = logging.getLogger("pipeline.web")
-
-BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 21\r\n"
-        b"Retry-After: 1\r\nConnection: close\r\n\r\ntoo many connections\n")
-
 
 def exposure_warning(config: WebConfig) -> str | None:
     """What to warn about when the cameras are open to other machines with no token."""
@@ -54,8 +54,8 @@ def exposure_warning(config: WebConfig) -> str | None:
 
 
 class Listener(ThreadingHTTPServer):
-    """A thread per connection, at most `limit` at once; the connections still open are
-    cut at `server_close`, so closing never waits for an idle client."""
+    """A thread per connection, held as `web.admission` allows; the connections still
+    open are cut at `server_close`, so closing never waits for an idle client."""
 
     daemon_threads = True
     block_on_close = False
@@ -64,42 +64,22 @@ class Listener(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], app: WebServer):
         self.app = app
         self.request_queue_size = app.BACKLOG
-        self.refused = 0
-        self._slots = threading.BoundedSemaphore(app.MAX_CONNECTIONS)
-        self._open: set[socket.socket] = set()
-        self._lock = threading.Lock()
+        self.slots = Slots(app.MAX_WAITING, app.MAX_CONNECTIONS)
         super().__init__(address, Handler)
 
     def process_request(self, request, client_address) -> None:  # type: ignore[override]
-        if not self._slots.acquire(blocking=False):
-            self._refuse(request)
-            return
-        with self._lock:
-            self._open.add(request)
+        self.slots.arrive(request)
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._done(request)
+            self.slots.leave(request)
             raise
 
     def process_request_thread(self, request, client_address) -> None:  # type: ignore[override]
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._done(request)
-
-    def _done(self, request: socket.socket) -> None:
-        with self._lock:
-            self._open.discard(request)
-        self._slots.release()
-
-    def _refuse(self, request: socket.socket) -> None:
-        self.refused += 1
-        log.debug("connection refused: %d open already", self.app.MAX_CONNECTIONS)
-        with contextlib.suppress(OSError):
-            request.setblocking(False)
-            request.send(BUSY)
-        self.shutdown_request(request)
+            self.slots.leave(request)
 
     def handle_error(self, request, client_address) -> None:  # type: ignore[override]
         error = sys.exc_info()[1]
@@ -108,9 +88,7 @@ class Listener(ThreadingHTTPServer):
 
     def server_close(self) -> None:
         super().server_close()
-        with self._lock:
-            still_open = list(self._open)
-        for request in still_open:
+        for request in self.slots.held():
             with contextlib.suppress(OSError):
                 request.shutdown(socket.SHUT_RDWR)
 
@@ -120,11 +98,13 @@ class WebServer:
     `start()`; `close()` is safe whether it started or not."""
 
     IDLE_TIMEOUT_S = 30.0  # a connection that sends nothing for this long is closed
-    MAX_CONNECTIONS = 64  # at once; more are answered 503
+    HEAD_TIMEOUT_S = 10.0  # a new connection's first request head must be in by then
+    MAX_WAITING = 64  # connections still sending their first head; one more cuts the oldest
+    MAX_CONNECTIONS = 64  # admitted (their head held the token) at once; more are answered 503
     BACKLOG = 128  # connections the kernel holds before they are accepted
     STILL_WAIT_S = 2.0  # the first still of a camera nobody watched waits this long for a fresh picture
 
-    def __init__(self, config: WebConfig, snapshot: Callable[[], dict], preview: Preview,
+    def __init__(self, config: WebConfig, snapshot: Callable[[], Snapshot], preview: Preview,
                  cameras: Callable[[], Collection[str]] | None = None, *,
                  events: Callable[[int, int], list[dict]] | None = None, evidence_dir: str | None = None,
                  control: CameraControl | None = None):
@@ -136,7 +116,7 @@ class WebServer:
         self.config = config
         self.snapshot = snapshot
         self.preview = preview
-        self.cameras = cameras or (lambda: snapshot()["cameras"])
+        self.cameras = cameras or (lambda: snapshot().cameras)
         self.events = events
         self.evidence_dir = evidence_dir
         self.control = control
@@ -146,7 +126,7 @@ class WebServer:
         self._viewers_lock = threading.Lock()
         self.closing = threading.Event()
         self.registry = CollectorRegistry()
-        self.registry.register(SnapshotCollector(self.api_snapshot))  # type: ignore[arg-type]
+        self.registry.register(SnapshotCollector(snapshot))  # type: ignore[arg-type]
         try:
             self._httpd = Listener((config.host, config.port), self)
         except OSError as e:
@@ -170,11 +150,12 @@ class WebServer:
         self._httpd.server_close()
 
     def api_snapshot(self) -> dict:
-        snap = self.snapshot()
-        snap["live_view"] = {"viewers": self.viewers, "encoded": self.preview.encoded, "fps": self.config.fps,
-                             "refused": self._httpd.refused,
-                             "latency": {cam: h.summary_ms() for cam, h in list(self.view_latency.items())}}
-        return snap
+        """`/api/cameras`: the run's snapshot and the live view's own figures."""
+        latency = {cam: dataclasses.asdict(Latency.of(h)) for cam, h in list(self.view_latency.items())}
+        return {**self.snapshot().to_dict(),
+                "live_view": {"viewers": self.viewers, "encoded": self.preview.encoded, "fps": self.config.fps,
+                              "refused": self._httpd.slots.refused, "cut": self._httpd.slots.cut,
+                              "latency": latency}}
 
     @contextlib.contextmanager
     def watching(self, camera: str) -> Iterator[None]:

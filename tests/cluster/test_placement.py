@@ -8,6 +8,7 @@ from dataclasses import replace
 from pipeline.cluster.driver import ClusterDriver, HostGone, HostState, direct_call
 from pipeline.cluster.placement import CameraLoad, CostModel, Host, hosts_needed, place
 from pipeline.cluster.status import HostStatus
+from pipeline.metrics.snapshot import CameraSnapshot
 from pipeline.config import parse_config
 
 MODEL = CostModel()
@@ -42,14 +43,15 @@ class FakeHost:
 
     def __init__(self, name: str, log: list):
         self.name, self.cameras, self.dead, self.hung, self.log = name, {}, False, False, log
+        self.resumes: dict = {}
 
     def add(self, source, resume):
         self.log.append(("add", self.name, source.id))
-        self.cameras[source.id] = {"state": "streaming", "processed": 0, "dropped": {}, "errors": 0, "fps": 0.0,
-                                   "latency": {"p50_ms": None, "p99_ms": None}, "resume": resume}
+        self.cameras[source.id] = CameraSnapshot(state="streaming")
+        self.resumes[source.id] = resume
 
     def remove(self, camera):
-        self.cameras[camera]["state"] = "ended"
+        self.cameras[camera].state = "ended"
 
     def status(self):
         if self.dead:
@@ -57,7 +59,7 @@ class FakeHost:
         if self.hung:
             raise TimeoutError("no answer")
         return HostStatus(self.name, "n-" + self.name, self.cameras,
-                          [c for c, v in self.cameras.items() if v["state"] not in ("ended", "failed")])
+                          [c for c, v in self.cameras.items() if v.state not in ("ended", "failed")])
 
 
 def driver_of(config, fakes: dict, **options) -> ClusterDriver:
@@ -91,11 +93,11 @@ def test_a_lost_hosts_cameras_move_to_the_survivors(live_config):
     assert moved == lost and sorted(len(fakes[n].cameras) for n in ("h0", "h2")) == [3, 3]
     for cam in lost:  # live cameras continue from now, in their next video segment, appending their JSON lines
         host = next(f for f in fakes.values() if not f.dead and cam in f.cameras)
-        resume = host.cameras[cam]["resume"]
+        resume = host.resumes[cam]
         assert resume.append and resume.start_at == 0 and resume.epoch == 3  # start 1, fenced 2, moved 3
     snap = driver.snapshot()
-    assert {c["host"] for c in snap["cameras"].values()} == {"h0", "h2"}
-    assert all(c["moves"] == 1 for cam, c in snap["cameras"].items() if cam in lost)
+    assert {c.host for c in snap.cameras.values()} == {"h0", "h2"}
+    assert all(c.moves == 1 for cam, c in snap.cameras.items() if cam in lost)
 
 
 def test_a_hung_host_is_killed_before_its_cameras_move(live_config):

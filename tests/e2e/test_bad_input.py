@@ -143,7 +143,7 @@ def test_an_nms_inside_export_gives_the_unfused_models_boxes_with_io_binding(tmp
         cfg = {"sources": [{"id": "cam", "uri": short_clips["vtest"]}], "models": {"det": model},
                "graph": [{"detect": {"model": "det"}}], "outputs": {"video": {"enabled": False}}}
         snap = run_pipeline(cfg, write_config, str(tmp_path / name))
-        assert snap["cameras"]["cam"]["errors"] == 0
+        assert snap.cameras["cam"].errors == 0
         runs[name] = read_jsonl(str(tmp_path / name / "detections.jsonl"))
     sizes = {len(r["detections"]) for r in runs["fused"]}
     assert len(sizes) > 1  # the output shape really changed between frames
@@ -270,3 +270,87 @@ except Exception as e:
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert "raised" in r.stdout, r.stderr
     assert "\x1b[" not in r.stderr and "onnxruntime" not in r.stderr.lower(), r.stderr
+
+
+def test_a_fifo_source_is_refused_by_validate_and_run_in_one_line(tmp_path, fifo, model_path, short_clips):
+    """A `file://` FIFO without a writer: `validate` hung, `run` stayed `connecting` and
+    outlived SIGTERM by minutes (FFmpeg's open waits in the kernel)."""
+    pipe = fifo()
+    cfg = {"sources": [{"id": "pipe", "uri": f"file://{pipe}"}, {"id": "ok", "uri": short_clips["bikes"]}],
+           "models": {"det": detector_model(model_path)}, "graph": [{"detect": {"model": "det"}}],
+           "outputs": {"dir": str(tmp_path / "out")}}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    for command in ("validate", "run"):
+        try:
+            r = subprocess.run([sys.executable, "-m", "pipeline", command, "--config", str(path)], capture_output=True,
+                               text=True, cwd=ROOT, timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{command} hung on the FIFO")
+        errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+        assert r.returncode == 2 and errors == [f"error: sources[0].uri: not a regular file (a FIFO): file://{pipe}"], \
+            r.stderr[-2000:]
+
+
+def test_a_file_that_became_a_fifo_fails_its_camera_and_a_stop_still_ends_the_run(tmp_path, fifo, model_path,
+                                                                                  short_clips, write_config):
+    """The path was checked when the config was read; it is checked again right before the
+    open, so the camera fails in one line instead of waiting for a writer, and the stop
+    that SIGTERM makes ends the run."""
+    import shutil
+
+    from pipeline.config import load_config
+    from pipeline.graph import Pipeline
+
+    swapped = tmp_path / "swapped.mp4"
+    shutil.copyfile(short_clips["bikes"], swapped)
+    cfg = {"sources": [{"id": "swapped", "uri": str(swapped)},
+                       {"id": "cam", "uri": short_clips["bikes"], "realtime": True, "loop": True}],
+           "models": {"det": detector_model(model_path)}, "graph": [{"detect": {"model": "det"}}],
+           "outputs": {"dir": str(tmp_path / "out"), "video": {"enabled": False}}}
+    p = Pipeline(load_config(write_config(cfg)))
+    swapped.unlink()
+    fifo(swapped)
+    p.start()
+    try:
+        deadline = time.monotonic() + 30
+        while p.snapshot().cameras["cam"].processed < 5 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        p.stop()
+        assert p.wait(30), "the run did not end after the stop"
+    finally:
+        p.stop(abort=True)
+        p.close(timeout=10)
+    cams = p.snapshot().cameras
+    assert cams["swapped"].state == "failed"
+    assert cams["swapped"].detail == f"cannot open {swapped}: not a regular file (a FIFO): {swapped}"
+    assert cams["cam"].state == "ended" and cams["cam"].processed >= 5
+
+
+def test_event_pictures_a_full_disk_cannot_hold_show_in_the_summary_report_and_exit_status(tmp_path, small_disk,
+                                                                                          model_path):
+    """`events/` on a full disk (a tmpfs of its own): a WARNING, but the run exited 0 and
+    neither its summary nor its report said a picture was missing."""
+    from synthetic import Mover, picture, render
+
+    clip = tmp_path / "walk.mp4"
+    render([Mover(picture("astronaut", 200), (0, 0), (430, 10))], str(clip), frames=40)
+    (tmp_path / "out").mkdir()
+    disk = small_disk("64k", "out/events")
+    free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+    (disk / "filler").write_bytes(b"x" * free)
+    cfg = {"sources": [{"id": "lab", "uri": str(clip)}], "models": {"det": detector_model(model_path)},
+           "graph": [{"detect": {"model": "det"}}, "track", {"analytics": {"cameras": {"lab": {"lines": [
+               {"name": "middle", "points": [[320, 0], [320, 359]], "classes": ["person"]}]}}}}],
+           "outputs": {"video": {"enabled": False}, "events": {"snapshots": True}}}
+    r, report = cli_run(cfg, tmp_path)
+    lab = report["cameras"]["lab"]
+    crossings = [e for rec in read_jsonl(str(tmp_path / "out" / "detections.jsonl")) for e in rec.get("events", [])]
+    assert len(crossings) == 1, "the person crosses the line once"
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert lab["snapshots_lost"] == 2  # the frame's JPEG and the crop
+    row = next(line for line in r.stdout.splitlines() if line.startswith("lab "))
+    assert "2 snapshot picture(s) LOST" in row
+    said = [line for line in r.stderr.splitlines() if "could not be written" in line]
+    assert len(said) == 1 and "No space left on device" in said[0] and "events/lab/" in said[0]
+    assert sorted(os.listdir(disk / "lab")) == []  # no half-written picture left behind

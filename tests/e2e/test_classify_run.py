@@ -45,7 +45,7 @@ def test_car_crops_from_the_street_clip_get_vehicle_labels(tmp_path, model_path,
     assert total >= 50
     assert sum(n for name, n in labels.items() if name in VEHICLES) >= 0.6 * total, labels.most_common(10)
     assert labels.most_common(1)[0][0] in VEHICLES
-    assert snap["engines"]["cls"]["items"] >= total
+    assert snap.engines["cls"].items >= total
 
 
 def test_crops_of_four_cameras_share_batches_and_every_frame_arrives_in_order(tmp_path, model_path, short_clips,
@@ -64,7 +64,7 @@ def test_crops_of_four_cameras_share_batches_and_every_frame_arrives_in_order(tm
     labelled = [d for r in records for d in r["detections"] if d["class"] in ("car", "truck", "person")
                 and min(d["box"][2] - d["box"][0], d["box"][3] - d["box"][1]) >= 24]
     assert labelled and all(label(d) and 0 < d["labels"]["cls"]["score"] <= 1 for d in labelled)
-    assert snap["engines"]["cls"]["mean_batch"] > 4
+    assert snap.engines["cls"].mean_batch > 4
 
 
 def test_classifier_options_and_classes_are_checked_with_the_config(tmp_path, model_path, short_clips, write_config):
@@ -106,7 +106,7 @@ def test_two_classifiers_write_and_draw_both_label_sets(tmp_path, model_path, sh
     import numpy as np
 
     from conftest import color_model, video_frames
-    from pipeline.stages.annotate import draw_detections
+    from pipeline.drawing import draw_detections
 
     classes = ["car", "truck", "bus"]
     cfg = {"sources": [{"id": "street", "uri": short_clips["bikes"]}],
@@ -117,7 +117,7 @@ def test_two_classifiers_write_and_draw_both_label_sets(tmp_path, model_path, sh
                      {"classify": {"model": "color", "name": "vehicle_color", "classes": classes, "min_size": 16}},
                      "annotate"]}
     snap = run_pipeline(cfg, write_config, str(tmp_path / "out"))
-    assert snap["engines"]["type"]["items"] > 0 and snap["engines"]["color"]["items"] > 0
+    assert snap.engines["type"].items > 0 and snap.engines["color"].items > 0
     records = read_jsonl(str(tmp_path / "out" / "detections.jsonl"))
     vehicles = [d for r in records for d in r["detections"] if d["class"] in classes
                 and min(d["box"][2] - d["box"][0], d["box"][3] - d["box"][1]) >= 24]

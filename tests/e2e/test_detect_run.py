@@ -89,8 +89,8 @@ def test_one_playable_mp4_per_camera_with_every_frame(two_camera_run, short_clip
     out, snap = two_camera_run
     for cam, clip in (("campus", "vtest"), ("street", "bikes")):
         assert frame_count(str(out / f"{cam}.mp4")) == frame_count(short_clips[clip])
-        assert snap["cameras"][cam]["processed"] == frame_count(short_clips[clip])
-        assert snap["cameras"][cam]["state"] == "ended"
+        assert snap.cameras[cam].processed == frame_count(short_clips[clip])
+        assert snap.cameras[cam].state == "ended"
 
 
 def test_output_timing_follows_the_source(two_camera_run, short_clips):
@@ -162,7 +162,7 @@ def test_batching_across_four_cameras_equals_unbatched_runs(tmp_path, short_clip
         snap = run_pipeline(cfg, write_config, str(tmp_path / name), max_frames=20)
         results[name] = by_camera(read_jsonl(str(tmp_path / name / "detections.jsonl")))
         if max_batch > 1:
-            assert snap["engines"]["det"]["mean_batch"] > 1.5  # batches really mixed cameras
+            assert snap.engines["det"].mean_batch > 1.5  # batches really mixed cameras
     for cam in results["unbatched"]:
         for a, b in zip(results["unbatched"][cam], results["batched"][cam]):
             assert [d["class"] for d in a["detections"]] == [d["class"] for d in b["detections"]]
@@ -176,7 +176,7 @@ def test_many_batches_in_flight_keep_every_camera_in_order(tmp_path, short_clips
                                             engine={"max_inflight": 4, "workers": 4})},
            "graph": [{"detect": {"model": "det"}}, "annotate"]}
     snap = run_pipeline(cfg, write_config, str(tmp_path / "out"))
-    assert snap["engines"]["det"]["max_inflight_seen"] >= 2
+    assert snap.engines["det"].max_inflight_seen >= 2
     records = by_camera(read_jsonl(str(tmp_path / "out" / "detections.jsonl")))
     for i in range(4):
         clip = short_clips["vtest" if i % 2 == 0 else "bikes"]
@@ -259,7 +259,7 @@ def test_other_containers_codecs_and_odd_sizes(tmp_path, short_clips, model_path
     cfg = {"sources": [{"id": "odd", "uri": path}], "models": {"det": detector_model(model_path)},
            "graph": [{"detect": {"model": "det"}}, "annotate"]}
     snap = run_pipeline(cfg, write_config, str(tmp_path / "out"))
-    assert snap["cameras"]["odd"]["processed"] == 10 and snap["cameras"]["odd"]["errors"] == 0
+    assert snap.cameras["odd"].processed == 10 and snap.cameras["odd"].errors == 0
     with av.open(str(tmp_path / "out" / "odd.mp4")) as c:
         v = c.streams.video[0]
         assert (v.width, v.height) == (w + w % 2, h + h % 2)

@@ -193,7 +193,7 @@ def test_hardware_codecs_that_cannot_open_fall_back_to_software(tmp_path, short_
            "models": {"det": detector_model(model_path)}, "graph": [{"detect": {"model": "det"}}],
            "outputs": {"video": {"codec": "h264_nvenc"}}}
     snap = run_pipeline(cfg, write_config, str(tmp_path / "out"))
-    assert snap["cameras"]["a"]["processed"] == 40 and snap["cameras"]["a"]["errors"] == 0
+    assert snap.cameras["a"].processed == 40 and snap.cameras["a"].errors == 0
     with pyav.open(str(tmp_path / "out" / "a.mp4")) as c:
         assert c.streams.video[0].codec_context.name == "h264"
     assert frame_count(str(tmp_path / "out" / "a.mp4")) == 40

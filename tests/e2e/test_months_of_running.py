@@ -86,10 +86,10 @@ def test_a_looping_camera_writes_segments_that_play_and_add_up(tmp_path, slow_cl
         counts.append(len(records))
         seqs += [r["seq"] for r in records]
         times += [r["time"] for r in records]
-    assert seqs == list(range(len(seqs))) and len(seqs) == snap["cameras"]["cam"]["processed"]
+    assert seqs == list(range(len(seqs))) and len(seqs) == snap.cameras["cam"].processed
     assert all(round(b - a, 3) == 0.2 for a, b in zip(times, times[1:]))  # time goes on at 5 fps across cuts
     assert set(counts[:-1]) == {25}  # cut on media time: each whole segment is 5 s of the clip
-    assert snap["cameras"]["cam"]["segment"] == os.path.basename(videos[-1][1])
+    assert snap.cameras["cam"].segment == os.path.basename(videos[-1][1])
 
 
 def test_retention_keeps_the_folder_within_budget_and_memory_stays_flat(tmp_path, slow_clip, model_path,
@@ -101,8 +101,8 @@ def test_retention_keeps_the_folder_within_budget_and_memory_stays_flat(tmp_path
     pairs = segment_files(str(out / "cam.{start}.mp4"))
     biggest = max(os.path.getsize(p) for _, p in pairs)
     assert all(size <= budget + 3 * biggest for _, size in samples), (budget, biggest, samples)
-    removed = snap["retention"]["outputs"]
-    assert removed["removed_files"] >= 20 and removed["kept_bytes"] <= budget + 3 * biggest
+    removed = snap.retention["outputs"]
+    assert removed.removed_files >= 20 and removed.kept_bytes <= budget + 3 * biggest
     assert "retention outputs: removed" in summary_table(snap)
     rss = [r for r, _ in samples[20:]]  # after a 20 s warm-up: about 20 segments written, most removed
     assert max(rss) - min(rss) < 8, rss  # plain MP4 indexes bounded by the segment: no growth with time

@@ -53,7 +53,7 @@ def test_synthetic_paths_give_exact_crossings_and_stable_ids(tmp_path, synthetic
     zone = [(e["class"], e["event"]) for e in events if e.get("zone") == "right"]
     # the cat starts inside (x >= 400) and walks out; the person walks in late in the clip
     assert zone == [("cat", "enter"), ("cat", "exit"), ("person", "enter")]
-    counts = snap["cameras"]["lab"]["counts"]
+    counts = snap.cameras["lab"].counts
     assert counts["middle"] == {"out": {"person": 1}, "in": {"cat": 1}}
     # lines and zones are drawn: the line's colour appears in the video on x = 320
     last = video_frames(str(tmp_path / "out" / "lab.mp4"))[-1]
@@ -80,9 +80,9 @@ def test_classifying_once_per_track_saves_most_calls(tmp_path, model_path, sampl
                "outputs": {"video": {"enabled": False}}}
         snap = run_pipeline(cfg, write_config, str(tmp_path / mode))
         runs[mode] = (snap, read_jsonl(str(tmp_path / mode / "detections.jsonl")))
-    every, per_track = runs["every frame"][0]["engines"]["cls"], runs["per track"][0]["engines"]["cls"]
-    assert every["items"] >= 5 * per_track["items"], (every["items"], per_track["items"])
-    assert runs["per track"][0]["stages"]["cls"]["calls_saved"] > 0
+    every, per_track = runs["every frame"][0].engines["cls"], runs["per track"][0].engines["cls"]
+    assert every.items >= 5 * per_track.items, (every.items, per_track.items)
+    assert runs["per track"][0].stages["cls"].counters["calls_saved"] > 0
     # every confirmed vehicle row gets its track's label; per-frame and per-track runs see the same boxes
     rows = [(a, b) for ra, rb in zip(runs["every frame"][1], runs["per track"][1])
             for a, b in zip(ra["detections"], rb["detections"]) if "track" in b and label(a)]
@@ -103,7 +103,7 @@ def test_per_track_classification_with_many_cameras_ending_together_finishes(tmp
                                    "min_size": 8}}],
            "outputs": {"video": {"enabled": False}}}
     snap = run_pipeline(cfg, write_config, str(tmp_path / "out"))
-    assert all(c["processed"] == 40 for c in snap["cameras"].values())
+    assert all(c.processed == 40 for c in snap.cameras.values())
     records = read_jsonl(str(tmp_path / "out" / "detections.jsonl"))
     labelled = [d for r in records for d in r["detections"] if "track" in d and d["class"] in ("car", "truck", "person")
                 and min(d["box"][2] - d["box"][0], d["box"][3] - d["box"][1]) >= 8]

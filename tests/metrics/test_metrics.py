@@ -36,9 +36,21 @@ def test_counters_create_their_camera_on_first_use():
     m.drop("other", "queue_full")
     m.error("third")
     snap = m.snapshot()
-    assert snap["cameras"]["new"]["frames_in"] == 1
-    assert snap["cameras"]["other"]["dropped"] == {"queue_full": 1}
-    assert snap["cameras"]["third"]["errors"] == 1
+    assert snap.cameras["new"].frames_in == 1
+    assert snap.cameras["other"].dropped == {"queue_full": 1}
+    assert snap.cameras["third"].errors == 1
+
+
+def test_lost_event_pictures_are_counted_per_camera_and_exported():
+    from pipeline.metrics.prometheus import SnapshotCollector
+
+    m = Metrics()
+    m.frame_in("cam")
+    m.snapshot_lost("cam", 3)
+    snap = m.snapshot()
+    assert snap.cameras["cam"].snapshots_lost == 3
+    exported = {s.name: s.value for metric in SnapshotCollector(lambda: snap).collect() for s in metric.samples}
+    assert exported["pipeline_camera_snapshots_lost_total"] == 3
 
 
 def scrape(port: int) -> dict[str, float]:
@@ -74,18 +86,18 @@ def test_prometheus_endpoint_serves_the_report_numbers(tmp_path, sample_path, mo
     finally:
         exporter.close()
     report = p.snapshot()
-    cam = report["cameras"]["street"]
-    assert after['pipeline_camera_frames_processed_total{camera="street"}'] == cam["processed"] == 40
-    assert after['pipeline_camera_frames_in_total{camera="street"}'] == cam["frames_in"]
-    assert after['pipeline_engine_batches_total{model="det"}'] == report["engines"]["det"]["batches"]
+    cam = report.cameras["street"]
+    assert after['pipeline_camera_frames_processed_total{camera="street"}'] == cam.processed == 40
+    assert after['pipeline_camera_frames_in_total{camera="street"}'] == cam.frames_in
+    assert after['pipeline_engine_batches_total{model="det"}'] == report.engines["det"].batches
     assert after['pipeline_engine_items_total{model="det"}'] == 40
     assert after['pipeline_camera_latency_seconds{camera="street",quantile="0.99"}'] == pytest.approx(
-        cam["latency"]["p99_ms"] / 1000)
+        cam.latency.p99_ms / 1000)
     assert after['pipeline_camera_state{camera="street",state="ended"}'] == 1
-    reached = report["reached_after"]  # latency builds up along the graph, and is reported per boundary
-    assert reached["capture"]["p50_ms"] <= reached["detect"]["p50_ms"] <= reached["sink"]["p99_ms"]
+    reached = report.reached_after  # latency builds up along the graph, and is reported per boundary
+    assert reached["capture"].p50_ms <= reached["detect"].p50_ms <= reached["sink"].p99_ms
     assert after['pipeline_stage_reached_seconds{quantile="0.99",stage="sink"}'] == pytest.approx(
-        reached["sink"]["p99_ms"] / 1000)
+        reached["sink"].p99_ms / 1000)
 
 
 def test_run_time_ends_when_the_last_cameras_outputs_are_final():
@@ -97,10 +109,10 @@ def test_run_time_ends_when_the_last_cameras_outputs_are_final():
     m.outputs_closed("a")
     first = m.snapshot()
     time.sleep(0.05)
-    assert m.snapshot()["elapsed_s"] == first["elapsed_s"]
+    assert m.snapshot().elapsed_s == first.elapsed_s
     m.outputs_opened("b")
     time.sleep(0.05)
-    assert m.snapshot()["elapsed_s"] > first["elapsed_s"]
+    assert m.snapshot().elapsed_s > first.elapsed_s
 
 
 def test_camera_states_are_text_and_their_detail_is_redacted():
@@ -110,6 +122,51 @@ def test_camera_states_are_text_and_their_detail_is_redacted():
     seen = []
     m.state_listeners.append(lambda cam, state, detail: seen.append((state, detail)))
     m.camera_state("a", CameraState.FAILED, "rtsp://admin:S3cretPass@10.0.0.7/stream: refused")
-    snap = m.snapshot()["cameras"]["a"]
-    assert snap["state"] == "failed" and type(snap["state"]) is str
-    assert "S3cretPass" not in snap["detail"] and "S3cretPass" not in seen[0][1] and seen[0][0] == "failed"
+    snap = m.snapshot().cameras["a"]
+    assert snap.state == "failed" and type(snap.state) is str
+    assert "S3cretPass" not in snap.detail and "S3cretPass" not in seen[0][1] and seen[0][0] == "failed"
+
+
+def test_snapshots_taken_while_cameras_stages_and_engines_come_and_go_are_whole():
+    """Cameras added over HTTP while `/api/cameras` is polled: every snapshot is taken from
+    tables that other threads grow at the same time; none may fail, each is consistent."""
+    import threading
+
+    from pipeline.metrics.prometheus import SnapshotCollector
+
+    m = Metrics()
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def come_and_go(k: int) -> None:
+        i = 0
+        while not stop.is_set():
+            cam = f"c{k}-{i}"
+            m.frame_in(cam)
+            m.frame_out(cam, 0.01)
+            m.stage_busy(f"stage{i % 50}", 0.001)
+            m.engines[f"e{k}-{i % 50}"].submitted()
+            m.boundaries(0.0, {f"b{i % 40}": 0.001})
+            i += 1
+
+    def read() -> None:
+        try:
+            while not stop.is_set():
+                snap = m.snapshot()
+                assert all(c.processed <= c.frames_in for c in snap.cameras.values())
+                assert snap.processed == sum(c.processed for c in snap.cameras.values())
+                snap.to_dict()
+                list(SnapshotCollector(lambda: snap).collect())
+        except BaseException as e:
+            failures.append(e)
+
+    threads = [threading.Thread(target=come_and_go, args=(k,)) for k in range(2)]
+    threads += [threading.Thread(target=read) for _ in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(3)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not failures, failures[0]
+    assert len(m.cameras) > 1000  # the tables really grew while they were read

@@ -99,3 +99,19 @@ def make_fp16_breaker(dst: str) -> str:
     model.ir_version = 8
     onnx.save(model, dst)
     return dst
+
+
+def make_oversized(src: str, dst: str, side: int, imgsz: bool = False) -> str:
+    """`src` asking for a `side` x `side` input: as its fixed input shape, or (`imgsz`) as
+    the metadata of a file whose input size is dynamic."""
+    import onnx
+
+    m = onnx.load(src)
+    dims = m.graph.input[0].type.tensor_type.shape.dim
+    if imgsz:
+        _dynamic(m.graph.input[0], {2: "height", 3: "width"})
+        _set_metadata(m, {"imgsz": f"[{side}, {side}]"})
+    else:
+        dims[2].dim_value = dims[3].dim_value = side
+    onnx.save(m, dst)
+    return dst

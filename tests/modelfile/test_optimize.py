@@ -10,7 +10,7 @@ import onnx
 import pytest
 
 from conftest import ROOT
-from exports import make_fp16_breaker
+from exports import make_fp16_breaker, make_oversized
 from pipeline.frames import ClassNames, Detections
 from pipeline.modelfile.agreement import detector_f1, top1_agreement
 
@@ -83,3 +83,28 @@ def test_bad_arguments_are_one_line_each(tmp_path):
     errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
     assert r.returncode == 2 and len(errors) == 2 and "no.mp4: file not found" in errors[0]
     assert "--min-agreement: must be within 0..1" in errors[1]
+
+
+
+def optimize_here(capsys, *args: str) -> tuple[int, str]:
+    """`models optimize` in this process: its exit status and stderr."""
+    from pipeline.cli import build_parser
+
+    parsed = build_parser().parse_args(["models", "optimize", *args])
+    status = parsed.func(parsed)
+    return status, capsys.readouterr().err
+
+
+def test_sizes_beyond_the_cap_are_one_line_from_the_file_or_the_config(tmp_path, model_path, capsys):
+    clip = str(ROOT / "samples" / "bikes.mp4")
+    huge = make_oversized(model_path("vehicle_color.onnx"), str(tmp_path / "huge.onnx"), 10**9)
+    assert optimize_here(capsys, huge, "--fp16", "--calibrate", clip) == (2, (
+        "error: models.huge.path: huge.onnx: input shape [batch, 3, 1000000000, 1000000000] asks for an input of "
+        "1000000000x1000000000, beyond the 4096 pixels a side the pipeline will try\n"))
+    config = tmp_path / "models.yaml"
+    config.write_text(f"models:\n  m:\n    path: {model_path('vehicle_color.onnx')}\n    layout: classifier\n"
+                      f"    input_size: [1000000000, 32]\n")
+    assert optimize_here(capsys, model_path("vehicle_color.onnx"), "--fp16", "--calibrate", clip,
+                         "--config", str(config), "--model", "m") == (2, (
+        "error: models.m.input_size: expected a positive integer or [width, height], at most 4096 a side, "
+        "got [1000000000, 32]\n"))

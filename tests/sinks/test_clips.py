@@ -1,6 +1,7 @@
 """Clips around events are cut from the encoded packets: they start on a keyframe at or
 before `pre_s`, run to `post_s` after the last event close to them, decode, and the ring
 that feeds them holds packets, bounded."""
+import os
 from fractions import Fraction
 
 import av
@@ -38,9 +39,9 @@ def test_a_clip_spans_pre_and_post_from_a_keyframe_and_plays(tmp_path):
             rec.packet(packet, stream)
             out.mux(packet)
         if i == 40:  # an event at 4.0 s, and another at 4.5 s that shares the clip
-            clip = rec.event("e1", i / FPS)
+            clip = rec.event("e1", i / FPS).path
         if i == 45:
-            assert rec.event("e2") == clip  # at the newest packet's time
+            assert rec.event("e2").path == clip  # at the newest packet's time
     for packet in stream.encode(None):
         out.mux(packet)
     out.close()
@@ -75,8 +76,99 @@ def test_the_clip_being_written_is_open_until_it_is_finished(tmp_path):
             rec.packet(packet, stream)
             out.mux(packet)
         if i == 12:
-            clip = rec.event("e")
+            clip = rec.event("e").path
             assert rec.open_file == clip
     rec.close()
     out.close()
     assert clip and rec.open_file is None
+
+
+def grey_frames(sizes: list[tuple[int, int]], per_size: int):
+    """Frames of the camera's video, `per_size` at each (width, height) in turn; frame i is grey level 5 + 4i."""
+    from pipeline.frames import Frame
+
+    for k, (w, h) in enumerate(sizes):
+        for j in range(per_size):
+            i = k * per_size + j
+            yield i, Frame("cam", i, i, Fraction(1, FPS), np.full((h, w, 3), 5 + 4 * i, np.uint8), 0.0, Fraction(FPS))
+
+
+def decoded(path: str) -> list[tuple[int, int, float]]:
+    with av.open(path) as c:
+        return [(f.width, f.height, float(f.to_ndarray(format="gray").mean())) for f in c.decode(video=0)]
+
+
+def camera_video(tmp_path, rec: ClipRecorder):
+    """The camera's video writer (a new encoder at each size, as in a run), feeding `rec`."""
+    from pipeline.config import VideoOutputConfig
+    from pipeline.sinks.encoder import VideoWriter
+
+    return VideoWriter(str(tmp_path / "cam.mp4"), VideoOutputConfig(options={"g": str(FPS)}), on_packet=rec.packet)
+
+
+def test_a_clip_across_size_changes_is_one_clip_per_size_each_decoding_its_own_pictures(tmp_path):
+    """A clip over 768x576 / 384x288 / 768x576 decoded every frame as 768x576, the other
+    sizes' pictures off by 11-17 grey levels, without a word."""
+    rec = ClipRecorder(str(tmp_path / "events"), pre_s=1.0, post_s=2.5)
+    video = camera_video(tmp_path, rec)
+    refs = {}
+    for i, frame in grey_frames([(64, 48), (96, 64), (64, 48)], 20):
+        if i in (15, 25):  # an event before the first change, one after it (its pre-roll spans the change)
+            refs[i] = rec.event(f"e{i}")
+        video.write(frame)
+    video.close()
+    rec.close()
+    first = refs[15].path
+    assert refs[25].path == first.replace(".mp4", ".part1.mp4")  # the event while the part is open shares it
+    assert rec.written == [first, first.replace(".mp4", ".part1.mp4"), first.replace(".mp4", ".part2.mp4")]
+    shown = [decoded(p) for p in rec.written]
+    assert {(w, h) for w, h, _ in shown[0]} == {(64, 48)} and {(w, h) for w, h, _ in shown[1]} == {(96, 64)}
+    assert {(w, h) for w, h, _ in shown[2]} == {(64, 48)}
+    greys = [g for part in shown for _, _, g in part]
+    first_frame = round((greys[0] - 5) / 4)
+    assert first_frame == 0  # the keyframe at or before pre_s
+    assert all(abs(g - (5 + 4 * (first_frame + k))) < 3 for k, g in enumerate(greys)), greys  # every picture, in order
+    assert first_frame + len(greys) >= 25 + 25  # post_s after the last event (within a frame), across the parts
+
+
+def test_a_pre_roll_across_a_size_change_is_shortened_and_says_so(tmp_path):
+    rec = ClipRecorder(str(tmp_path / "events"), pre_s=1.5, post_s=0.5)
+    video = camera_video(tmp_path, rec)
+    ref = None
+    for i, frame in grey_frames([(64, 48), (96, 64)], 20):
+        if i == 25:
+            ref = rec.event("e")
+        video.write(frame)
+    video.close()
+    rec.close()
+    assert ref.pre_s == 0.4 and ref.note == "pre_s shortened: the video changed size"  # from frame 20 to 24
+    assert {(w, h) for w, h, _ in decoded(ref.path)} == {(96, 64)}
+
+
+def test_clips_max_mb_bounds_the_ring_and_each_clip_and_a_pre_roll_it_shortens_says_so(tmp_path):
+    """With `max_mb: 0.5` one clip was 5.17 MB (from frame 0, the one keyframe), and
+    overlapping clips 18 MB for a 35 s video."""
+    out, stream = encoder(str(tmp_path / "cam.mp4"), gop=FPS)
+    sizes = []
+    for i, vf in frames(30):
+        sizes += [len(bytes(p)) for p in stream.encode(vf)]
+    budget = sum(sizes[:FPS]) * 3  # about three GOPs per clip, one and a half for the pre-roll
+    rec = ClipRecorder(str(tmp_path / "events"), pre_s=4.0, post_s=60.0, max_bytes=budget)
+    out, stream = encoder(str(tmp_path / "cam2.mp4"), gop=FPS)
+    refs, held = {}, []
+    for i, vf in frames(120):
+        for packet in stream.encode(vf):
+            rec.packet(packet, stream)
+            out.mux(packet)
+        held.append(rec.ring.bytes)
+        if i in (50, 100):
+            refs[i] = rec.event(f"e{i}")
+    rec.close()
+    out.close()
+    assert max(held) <= budget // 2
+    assert all(os.path.getsize(p) <= budget + 4096 for p in rec.written)  # the packets, plus the MP4's index
+    ref = refs[50]
+    assert ref.pre_s is not None and 0 < ref.pre_s < 4.0 and ref.pre_s == round(ref.pre_s)  # on a keyframe
+    assert ref.note == (f"pre_s shortened to the first keyframe within the {budget // 2 / 1e6:g} MB of clips.max_mb "
+                        f"kept for it")
+    assert len(rec.written) == 2  # the first ended at max_mb before the second event, which has its own

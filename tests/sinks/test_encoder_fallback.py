@@ -10,9 +10,9 @@ import av
 import pytest
 
 from pipeline.metrics.registry import Metrics
-from pipeline.sinks.outputs import CameraOutputs
+from pipeline.sinks.camera_files import CameraOutputs
 from pipeline.sinks.segments import segment_files
-from pipeline.sinks.video import encoder_problem
+from pipeline.sinks.encoder import encoder_problem
 from test_segments import frame, outputs_config
 
 

@@ -20,6 +20,7 @@ from brokers import Mosquitto, Subscriber, Webhook, available, free_port
 from conftest import ROOT, detector_model
 from pipeline.config import read_config
 from pipeline.config.outputs import EventsConfig, MqttConfig, WebhookConfig
+from pipeline.metrics.snapshot import DeliveryStats
 from pipeline.sinks.events import EventPublisher
 
 SECRET = "s3cr3t-hook-token"
@@ -41,16 +42,16 @@ def timed_close(pub: EventPublisher) -> float:
     return time.monotonic() - t0
 
 
-def figures(pub: EventPublisher) -> dict[str, int]:
+def figures(pub: EventPublisher) -> DeliveryStats:
     (only,) = pub.stats().values()
     return only
 
 
 def wait_for_sent(pub: EventPublisher, count: int, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
-    while figures(pub)["sent"] < count and time.monotonic() < deadline:
+    while figures(pub).sent < count and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert figures(pub)["sent"] == count
+    assert figures(pub).sent == count
 
 
 def test_nothing_starts_before_start_and_a_close_before_it_returns_at_once():
@@ -74,13 +75,13 @@ def test_a_slow_webhook_loses_only_the_oldest_unsent_event_and_counts_each_once(
         for event in (b, c, d, e):
             pub.publish(event)
         # a is in flight, outside the buffer; b, the oldest unsent, made room for e
-        assert pub.stats() == {hook.url: {"sent": 0, "waiting": 4, "dropped": 1}}
+        assert pub.stats() == {hook.url: DeliveryStats(sent=0, waiting=4, dropped=1)}
         hook.open_gate()
         pub.close()
     finally:
         hook.close()
     assert hook.events == [a, c, d, e]
-    assert pub.stats() == {hook.url: {"sent": 4, "waiting": 0, "dropped": 1}}
+    assert pub.stats() == {hook.url: DeliveryStats(sent=4, waiting=0, dropped=1)}
     assert pub.lost() == 1
 
 
@@ -95,11 +96,11 @@ def test_a_failing_webhook_counts_each_event_once_and_gives_up_at_the_flush_time
         assert hook.wait_until(lambda h: h.requests >= 2)  # refused, and tried again
         (name, held), = pub.stats().items()
         assert SECRET not in name and "token=***" in name
-        assert held["sent"] == 0 and held["waiting"] + held["dropped"] == 25 and held["waiting"] >= 10
+        assert held.sent == 0 and held.waiting + held.dropped == 25 and held.waiting >= 10
         took = timed_close(pub)
     finally:
         hook.close()
-    assert pub.stats() == {name: {"sent": 0, "waiting": 0, "dropped": 25}}
+    assert pub.stats() == {name: DeliveryStats(sent=0, waiting=0, dropped=25)}
     assert pub.lost() == 25
     assert took < 1 + SLACK_S
 
@@ -111,7 +112,7 @@ def test_close_with_the_webhook_down_returns_after_the_flush_timeout_counting_th
     for event in numbered(5):
         pub.publish(event)
     took = timed_close(pub)
-    assert figures(pub) == {"sent": 0, "waiting": 0, "dropped": 5}
+    assert figures(pub) == DeliveryStats(sent=0, waiting=0, dropped=5)
     assert took < 1 + SLACK_S
 
 
@@ -132,7 +133,7 @@ def test_abort_ends_a_close_in_progress_at_once_and_any_later_close_too():
         closing.join(30)
         took = time.monotonic() - t0
         assert not closing.is_alive() and took < SLACK_S
-        assert figures(pub) == {"sent": 0, "waiting": 0, "dropped": 3}
+        assert figures(pub) == DeliveryStats(sent=0, waiting=0, dropped=3)
         assert timed_close(pub) < SLACK_S
     finally:
         hook.close()
@@ -153,7 +154,7 @@ def test_a_second_signal_aborts_a_close_waiting_in_the_main_thread():
         signal.signal(signal.SIGUSR1, previous)
         hook.close()
     assert took < 0.5 + SLACK_S
-    assert figures(pub) == {"sent": 0, "waiting": 0, "dropped": 1}
+    assert figures(pub) == DeliveryStats(sent=0, waiting=0, dropped=1)
 
 
 @needs_mosquitto
@@ -174,7 +175,7 @@ def test_an_mqtt_broker_gone_at_shutdown_costs_at_most_the_flush_timeout(tmp_pat
     for event in events[5:]:
         pub.publish(event)
     took = timed_close(pub)
-    assert figures(pub) == {"sent": 5, "waiting": 0, "dropped": 5}
+    assert figures(pub) == DeliveryStats(sent=5, waiting=0, dropped=5)
     assert took < 1 + SLACK_S
 
 
@@ -194,7 +195,7 @@ def test_an_mqtt_broker_hung_at_shutdown_costs_at_most_the_flush_timeout(tmp_pat
         took = timed_close(pub)
     finally:
         broker.stop()
-    assert figures(pub) == {"sent": 3, "waiting": 0, "dropped": 3}
+    assert figures(pub) == DeliveryStats(sent=3, waiting=0, dropped=3)
     assert took < 1 + SLACK_S
 
 
@@ -225,7 +226,7 @@ def test_an_mqtt_event_acknowledged_late_is_published_once(tmp_path, caplog):
         sub.close()
         broker.stop()
     assert got == events
-    assert figures(pub) == {"sent": 6, "waiting": 0, "dropped": 0}
+    assert figures(pub) == DeliveryStats(sent=6, waiting=0, dropped=0)
 
 
 def test_webhook_urls_are_checked_when_the_config_is_read(tmp_path, model_path, sample_path):

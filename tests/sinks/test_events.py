@@ -65,7 +65,7 @@ def test_the_tracking_configs_events_arrive_in_order_equal_to_the_json_lines(tmp
         assert [m for m in got if m["camera"] == cam] == [e for e in expected if e["camera"] == cam]
     states = [(m["camera"], m["state"]) for m in sub.messages if m["event"] == "state"]
     assert ("campus", "streaming") in states and ("campus", "ended") in states
-    assert snap["events"][f"mqtt://127.0.0.1:{broker.port}"]["dropped"] == 0
+    assert snap.events[f"mqtt://127.0.0.1:{broker.port}"].dropped == 0
 
 
 def test_a_broker_that_goes_away_costs_nothing_and_its_events_arrive_after(tmp_path, write_config, model_path):
@@ -78,7 +78,7 @@ def test_a_broker_that_goes_away_costs_nothing_and_its_events_arrive_after(tmp_p
         broker.stop()
         street = p.metrics.camera("street")
         gone["at"] = street.processed
-        held = lambda: p.side.events.stats()[f"mqtt://127.0.0.1:{broker.port}"]["waiting"]  # noqa: E731
+        held = lambda: p.side.events.stats()[f"mqtt://127.0.0.1:{broker.port}"].waiting  # noqa: E731
         deadline = time.monotonic() + 60  # the broker stays away until events were held back and frames went on
         while (held() < 1 or street.processed - gone["at"] < 25) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -97,6 +97,6 @@ def test_a_broker_that_goes_away_costs_nothing_and_its_events_arrive_after(tmp_p
         broker.stop()
     # the camera went on while the broker was down (a sink that waited for the broker would process nothing)
     assert gone["after"] - gone["at"] >= 25
-    assert sum(snap["cameras"]["street"]["dropped"].values()) == 0 and snap["cameras"]["street"]["processed"] == 250
+    assert sum(snap.cameras["street"].dropped.values()) == 0 and snap.cameras["street"].processed == 250
     assert gone["held"] >= 1  # crossings happened while the broker was away: they waited in the buffer
     assert expected and got == expected  # every event, in order, the ones held back during the outage included

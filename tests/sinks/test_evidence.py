@@ -7,8 +7,8 @@ import time
 import cv2
 import numpy as np
 
-from pipeline.frames import ClassNames, Detections, Frame
-from pipeline.sinks.evidence import Snapshots
+from pipeline.frames import ClassNames, Detections, Event, Frame
+from pipeline.sinks.event_evidence import Snapshots
 
 
 def event_frame(seq: int) -> Frame:
@@ -17,9 +17,8 @@ def event_frame(seq: int) -> Frame:
     det = Detections(np.array([[60, 40, 100, 80]], np.float32), np.array([0.9], np.float32), np.array([0]),
                      names=ClassNames(["person"]), track_id=np.array([7]))
     f = Frame("cam", seq, seq, None, image, time.perf_counter(), detections=det)
-    f.events = [{"camera": "cam", "seq": seq, "track": 7, "class": "person", "event": "cross", "line": "door",
-                 "direction": "in"},
-                {"camera": "cam", "seq": seq, "track": 7, "class": "person", "event": "enter", "zone": "hall"}]
+    f.events = [Event("cam", seq, seq, 7, "person", "cross", line="door", direction="in"),
+                Event("cam", seq, seq, 7, "person", "enter", zone="hall")]
     return f
 
 
@@ -27,7 +26,7 @@ def test_a_frame_with_two_events_is_one_snapshot_and_two_crops_delivered_after_t
     delivered = []
 
     def deliver(events, jpeg):
-        assert all(os.path.exists(tmp_path / e["snapshot"]) and os.path.exists(tmp_path / e["crop"]) for e in events)
+        assert all(os.path.exists(tmp_path / e.snapshot) and os.path.exists(tmp_path / e.crop) for e in events)
         delivered.append((events, jpeg))
 
     snaps = Snapshots(str(tmp_path), deliver, margin=0.25)
@@ -36,11 +35,48 @@ def test_a_frame_with_two_events_is_one_snapshot_and_two_crops_delivered_after_t
     snaps.frame(frame, wall_time=1_780_000_000.25)
     snaps.close()
     (events, jpeg), = delivered
-    assert events is frame.events and events[0]["snapshot"] == events[1]["snapshot"]  # one picture per frame
-    assert events[0]["snapshot"].startswith(os.path.join("events", "cam", "20260528T")) and "_12" in events[0]["snapshot"]
+    assert events == frame.events and events[0].snapshot == events[1].snapshot  # one picture per frame
+    assert events[0].snapshot.startswith(os.path.join("events", "cam", "20260528T")) and "_12" in events[0].snapshot
     assert snaps.written == 1 and len(os.listdir(tmp_path / "events" / "cam")) == 3
     picture = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
     assert picture.shape == (120, 160, 3)
-    crop = cv2.imread(str(tmp_path / events[0]["crop"]))
+    crop = cv2.imread(str(tmp_path / events[0].crop))
     assert crop.shape[:2] == (60, 60)  # 40x40 box grown by 25% on every side
     assert crop[30, 30, 2] > 200 and crop[2, 2, 2] < 50  # the object in the middle, margin around it
+
+
+def fill(folder, leave: int = 0) -> None:
+    """Fill the disk `folder` is on, but for `leave` bytes."""
+    st = os.statvfs(folder)
+    with open(os.path.join(folder, "filler"), "wb") as f:
+        f.write(b"x" * (st.f_bavail * st.f_frsize - leave))
+
+
+def test_pictures_a_full_disk_cannot_hold_are_counted_said_and_named_nowhere(small_disk, caplog):
+    """A full disk: one WARNING naming the frame's JPEG (written) rather than the crop that
+    failed, nothing counted, a `.crop.jpg.tmp` left behind, the events naming the crop."""
+    disk = small_disk("64k")
+    (disk / "events" / "cam").mkdir(parents=True)
+    fill(disk, leave=4096)  # one page: the frame's JPEG fits, its crops do not
+    delivered, lost = [], []
+    snaps = Snapshots(str(disk), lambda events, jpeg: delivered.append((events, jpeg)),
+                      on_lost=lambda camera, n: lost.append((camera, n)))
+    snaps.start()
+    first = event_frame(1)
+    with caplog.at_level("WARNING", logger="pipeline.evidence"):
+        snaps.frame(first, wall_time=1_780_000_000.0)
+        snaps.frame(event_frame(2), wall_time=1_780_000_001.0)  # now nothing fits
+        snaps.close()
+    (events, jpeg), (later, none) = delivered
+    crops = [e.crop for e in first.events]  # the JSON line was written with the planned names
+    assert jpeg is not None and none is None
+    assert [sorted(e.to_dict()) for e in events] == [sorted({*e.to_dict()} - {"crop"} | {"snapshot_error"})
+                                                     for e in first.events]
+    assert all(e.snapshot_error == "crop: No space left on device" and e.crop is None
+               and os.path.exists(disk / e.snapshot) for e in events)
+    assert all(e.snapshot is None and e.crop is None and e.snapshot_error == "No space left on device"
+               for e in later)
+    assert lost == [("cam", 1), ("cam", 1), ("cam", 3)] and snaps.lost == 5 and snaps.written == 1
+    assert sorted(os.listdir(disk / "events" / "cam")) == [os.path.basename(first.events[0].snapshot)]  # no .tmp
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and crops[0] in said[0] and "No space left on device" in said[0]

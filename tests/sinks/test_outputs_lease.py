@@ -11,7 +11,8 @@ from conftest import frame_count, read_jsonl
 from pipeline.config import parse_config
 from pipeline.frames import Frame, Resume
 from pipeline.metrics.registry import Metrics
-from pipeline.sinks.outputs import CameraOutputs, Lease
+from pipeline.sinks.camera_files import CameraOutputs
+from pipeline.sinks.lease import Lease
 
 
 def outputs_config(tmp_path):

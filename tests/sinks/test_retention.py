@@ -56,7 +56,7 @@ def test_a_runs_retention_leaves_events_to_its_own_and_reports_in_every_view(tmp
     assert [part.sweep() for part in run.parts] == [[segment], [old_evidence]]
     assert os.path.exists(evidence)
     snap = metrics.snapshot()
-    assert snap["retention"]["outputs"]["removed_bytes"] == 3000 and snap["retention"]["events"]["removed_files"] == 1
+    assert snap.retention["outputs"].removed_bytes == 3000 and snap.retention["events"].removed_files == 1
     assert "retention outputs: removed 1 file(s)" in summary_table(snap)
     exported = {s.name: s.value for m in SnapshotCollector(lambda: snap).collect() for s in m.samples
                 if s.labels.get("folder") == "outputs"}

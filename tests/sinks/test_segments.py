@@ -16,7 +16,7 @@ from conftest import read_jsonl
 from pipeline.config import ConfigError, parse_config
 from pipeline.frames import Frame
 from pipeline.metrics.registry import Metrics
-from pipeline.sinks.outputs import CameraOutputs
+from pipeline.sinks.camera_files import CameraOutputs
 from pipeline.sinks.retention import Retention
 from pipeline.sinks.segments import SegmentClock, segment_files, stamp
 
@@ -137,7 +137,7 @@ def test_retention_never_removes_the_segment_being_written(tmp_path):
         files.write(frame(seq))
     retention = Retention(out.dir, max_bytes=0, max_age_s=None, is_open=files.is_open)
     removed = retention.sweep()
-    video, lines = files.video["cam"].file, files.jsonl["cam"].path
+    video, lines = files.video["cam"].file, files.jsonl.writers["cam"].path
     assert video not in removed and lines not in removed and len(removed) == 4  # 2 closed segments, 2 files each
     files.close("cam", last=True)
     assert len(read_jsonl(lines)) == 10 and len(packets(video)) == 10

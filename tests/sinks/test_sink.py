@@ -23,8 +23,8 @@ def test_a_failing_video_writer_stops_its_video_only(tmp_path, short_clips, mode
         assert p.wait(120)
         p.close()
     snap = p.snapshot()
-    broken = snap["cameras"]["broken"]
-    assert broken["processed"] == 40 and "IsADirectoryError" in broken["output_errors"]["video"]
+    broken = snap.cameras["broken"]
+    assert broken.processed == 40 and "IsADirectoryError" in broken.output_errors["video"]
     errors = [r for r in caplog.records if "broken: video output failed" in r.getMessage()]
     assert len(errors) == 1  # said once, not per frame
     records = read_jsonl(str(out / "detections.jsonl"))

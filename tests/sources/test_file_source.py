@@ -8,13 +8,13 @@ def run(tmp_path, write_config, model_path, source: dict, max_frames=None) -> tu
     cfg = {"sources": [{"id": "a", **source}], "models": {"det": detector_model(model_path)},
            "graph": [{"detect": {"model": "det"}}], "outputs": {"dir": str(tmp_path / "out")}}
     snap = run_pipeline(cfg, write_config, str(tmp_path / "out"), max_frames=max_frames)
-    return snap["cameras"]["a"], read_jsonl(str(tmp_path / "out" / "detections.jsonl"))
+    return snap.cameras["a"], read_jsonl(str(tmp_path / "out" / "detections.jsonl"))
 
 
 def test_stride_processes_every_nth_frame_and_counts_the_rest(tmp_path, write_config, model_path, short_clips):
     cam, records = run(tmp_path, write_config, model_path, {"uri": short_clips["bikes"], "stride": 3})
     assert [r["seq"] for r in records] == list(range(0, 40, 3))
-    assert cam["frames_in"] == 40 and cam["dropped"] == {"stride": 40 - 14}
+    assert cam.frames_in == 40 and cam.dropped == {"stride": 40 - 14}
 
 
 def test_max_fps_keeps_frames_spaced_on_the_camera_timeline(tmp_path, write_config, model_path, short_clips):
@@ -22,14 +22,14 @@ def test_max_fps_keeps_frames_spaced_on_the_camera_timeline(tmp_path, write_conf
     times = [r["time"] for r in records]
     assert len(records) == 8  # 40 frames at 25 fps = 1.6 s of video at 5 fps
     assert all(abs((b - a) - 0.2) < 1e-6 for a, b in zip(times, times[1:]))
-    assert cam["dropped"] == {"max_fps": 32}
+    assert cam.dropped == {"max_fps": 32}
     assert frame_count(str(tmp_path / "out" / "a.mp4")) == 8
 
 
 def test_a_looped_file_replays_with_increasing_timestamps(tmp_path, write_config, model_path, short_clips):
     cam, records = run(tmp_path, write_config, model_path, {"uri": short_clips["bikes"], "loop": True},
                        max_frames=100)
-    assert cam["processed"] == 100
+    assert cam.processed == 100
     times = [r["time"] for r in records]
     assert all(b > a for a, b in zip(times, times[1:]))
     assert abs(times[-1] - 99 / 25) < 1e-6  # one continuous 25 fps timeline over the passes

@@ -79,7 +79,7 @@ def test_frames_of_a_file_with_all_zero_timestamps_are_timed_at_the_codecs_rate(
     written at) and is stamped 0.1 s after the one before."""
     from pipeline.config import load_config
     from pipeline.preprocess import Preprocessor
-    from pipeline.sources.video import VideoSource
+    from pipeline.sources.camera import VideoSource
 
     path = write_clip(str(tmp_path / "zero.mp4"), frames=30)
     cfg = load_config(write_config({"sources": [{"id": "a", "uri": path}],

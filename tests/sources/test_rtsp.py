@@ -105,14 +105,14 @@ def test_an_rtsp_stream_goes_through_the_whole_pipeline(tmp_path, server, model_
     assert p.wait(60)
     p.close()
     snap = p.snapshot()
-    cam = snap["cameras"]["door"]
-    dropped = sum(cam["dropped"].values())  # a live lane keeps the newest frame only: a burst may drop one
-    assert cam["processed"] + dropped == 30 and cam["processed"] >= 25
-    assert cam["state"] == "ended" and cam["reconnects"] == 0
-    assert frame_count(str(tmp_path / "out" / "door.mp4")) == cam["processed"]
+    cam = snap.cameras["door"]
+    dropped = sum(cam.dropped.values())  # a live lane keeps the newest frame only: a burst may drop one
+    assert cam.processed + dropped == 30 and cam.processed >= 25
+    assert cam.state == "ended" and cam.reconnects == 0
+    assert frame_count(str(tmp_path / "out" / "door.mp4")) == cam.processed
     records = read_jsonl(str(tmp_path / "out" / "detections.jsonl"))
     seqs = [r["seq"] for r in records]
-    assert len(seqs) == cam["processed"] and seqs == sorted(set(seqs)) and seqs[-1] <= 29
+    assert len(seqs) == cam.processed and seqs == sorted(set(seqs)) and seqs[-1] <= 29
     times = [r["time"] for r in records]
     assert all(b > a for a, b in zip(times, times[1:]))  # a live timeline, strictly increasing
     assert 1.0 < times[-1] - times[0] < 4.0  # 29 intervals of a 15 fps camera
@@ -150,10 +150,10 @@ def test_server_killed_mid_stream_reconnects_while_the_file_camera_goes_on(tmp_p
     finally:
         srv.kill()
     snap = p.snapshot()
-    assert snap["cameras"]["door"]["reconnects"] == 1
-    assert snap["cameras"]["door"]["downtime_s"] > 1.0
-    assert frame_count(str(tmp_path / "out" / "door.mp4")) == snap["cameras"]["door"]["processed"]
-    assert frame_count(str(tmp_path / "out" / "yard.mp4")) == snap["cameras"]["yard"]["processed"]
+    assert snap.cameras["door"].reconnects == 1
+    assert snap.cameras["door"].downtime_s > 1.0
+    assert frame_count(str(tmp_path / "out" / "door.mp4")) == snap.cameras["door"].processed
+    assert frame_count(str(tmp_path / "out" / "yard.mp4")) == snap.cameras["yard"].processed
 
 
 def test_a_resolution_change_after_reconnect_starts_a_new_segment(tmp_path, server, model_path, write_config):
@@ -182,7 +182,7 @@ def test_a_resolution_change_after_reconnect_starts_a_new_segment(tmp_path, serv
 
     with av.open(str(first)) as a, av.open(str(second)) as b:
         assert (a.streams.video[0].width, b.streams.video[0].width) == (320, 480)
-    assert frame_count(str(first)) + frame_count(str(second)) == p.snapshot()["cameras"]["door"]["processed"]
+    assert frame_count(str(first)) + frame_count(str(second)) == p.snapshot().cameras["door"].processed
 
 
 def test_overloaded_live_camera_drops_oldest_and_latency_stays_bounded(tmp_path, server, write_config):
@@ -202,9 +202,9 @@ def test_overloaded_live_camera_drops_oldest_and_latency_stays_bounded(tmp_path,
     p.stop()
     assert p.wait(60)
     p.close()
-    snap = p.snapshot()["cameras"]["door"]
-    assert snap["dropped"].get("queue_full", 0) > 0
-    assert snap["frames_in"] == snap["processed"] + sum(snap["dropped"].values())  # every frame accounted for
+    snap = p.snapshot().cameras["door"]
+    assert snap.dropped.get("queue_full", 0) > 0
+    assert snap.frames_in == snap.processed + sum(snap.dropped.values())  # every frame accounted for
     timeline = sorted(p.metrics.timeline)
     half = len(timeline) // 2
     early = max(lat for _, lat in timeline[5:half])
@@ -265,6 +265,6 @@ def test_downtime_is_the_real_time_without_frames(tmp_path, server, model_path, 
         p.stop()
         p.wait(60)
         p.close()
-    snap = p.snapshot()["cameras"]["door"]
-    assert snap["reconnects"] >= 1
-    assert 6.0 <= snap["downtime_s"] <= 15.0, snap  # once reported as 4.6 s for a 10 s freeze
+    snap = p.snapshot().cameras["door"]
+    assert snap.reconnects >= 1
+    assert 6.0 <= snap.downtime_s <= 15.0, snap  # once reported as 4.6 s for a 10 s freeze

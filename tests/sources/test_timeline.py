@@ -22,7 +22,7 @@ from pipeline.sources.timeline import LIVE_TIME_BASE, Timeline
 def test_a_paced_files_frames_are_stamped_at_their_due_time_never_earlier(short_clips, model_path, write_config):
     from pipeline.config import load_config
     from pipeline.preprocess import Preprocessor
-    from pipeline.sources.video import VideoSource
+    from pipeline.sources.camera import VideoSource
 
     cfg = load_config(write_config({"sources": [{"id": "a", "uri": short_clips["bikes"], "realtime": True}],
                                     "models": {"det": detector_model(model_path)},
@@ -35,7 +35,7 @@ def test_a_paced_files_frames_are_stamped_at_their_due_time_never_earlier(short_
     source.join(30)
     frames = [(f, t) for f, t in got if isinstance(f, Frame)]
     assert len(frames) == 12 and isinstance(got[-1][0], EndOfStream)
-    start = source.timeline.started
+    start = source.framing.timeline.started
     for f, handed_over in frames:
         due = start + f.pts_seconds - frames[0][0].pts_seconds
         assert f.t_capture == pytest.approx(due, abs=1e-6)  # the due time, not the (earlier) decode time
@@ -48,7 +48,7 @@ def test_a_paced_files_turn_to_read_never_spans_its_wait_for_the_next_frame(shor
     turn covers decoding and handing over one frame (plus at most the read-ahead)."""
     from pipeline.config import load_config
     from pipeline.preprocess import Preprocessor
-    from pipeline.sources.video import READ_AHEAD_S, VideoSource
+    from pipeline.sources.camera import READ_AHEAD_S, VideoSource
 
     cfg = load_config(write_config({"sources": [{"id": "a", "uri": short_clips["bikes"], "realtime": True}],
                                     "models": {"det": detector_model(model_path)},

@@ -8,10 +8,10 @@ import pytest
 from pipeline.config import ConfigError, parse_config
 from pipeline.config.schema import Reader
 from pipeline.config.stages import AnalyticsSpec, LineSpec
-from pipeline.frames import ClassNames, Detections, EndOfStream, Frame
+from pipeline.drawing import draw_analytics
+from pipeline.frames import ClassNames, Detections, EndOfStream, Event, Frame
 from pipeline.metrics.registry import Metrics
 from pipeline.stages.analytics import AnalyticsStage, Line
-from pipeline.stages.annotate import draw_analytics
 
 NAMES = ClassNames(["person", "car"])
 
@@ -31,7 +31,7 @@ def frame(seq: int, rows: list[tuple[int, int, list[float]]]) -> Frame:
     return Frame("cam", seq, seq, None, np.zeros((10, 10, 3), np.uint8), 0.0, detections=det)
 
 
-def walk(s: AnalyticsStage, track: int, cls: int, xs: list[float], y: float = 100, start: int = 0) -> list[dict]:
+def walk(s: AnalyticsStage, track: int, cls: int, xs: list[float], y: float = 100, start: int = 0) -> list[Event]:
     """A track whose bottom centre goes through `xs` (one per frame) at height `y`."""
     events = []
     for i, x in enumerate(xs):
@@ -56,9 +56,9 @@ def test_line_sides_follow_the_left_to_right_rule():
 def test_a_walk_across_counts_once_in_its_direction():
     s = stage({"lines": [VERTICAL]})
     events = walk(s, 7, 0, [40, 70, 95, 100, 130, 160, 190, 220])
-    assert [(e["event"], e["direction"], e["track"], e["class"]) for e in events] == [("cross", "out", 7, "person")]
+    assert [(e.event, e.direction, e.track, e.cls) for e in events] == [("cross", "out", 7, "person")]
     events = walk(s, 8, 1, [160, 120, 80, 60, 40, 20])
-    assert [e["direction"] for e in events] == ["in"]
+    assert [e.direction for e in events] == ["in"]
     assert dict(s.metrics.camera("cam").counts) == {("gate", "out", "person"): 1, ("gate", "in", "car"): 1}
 
 
@@ -78,7 +78,7 @@ def test_a_track_jittering_on_the_line_counts_once():
     """A person standing on the line for 40 frames, then walking off to the other side."""
     s = stage({"lines": [VERTICAL]})
     events = walk(s, 1, 0, [60.0, 80.0] + jitter(100, 40, seed=3) + [120, 140, 160, 180])
-    assert [e["direction"] for e in events] == ["out"]
+    assert [e.direction for e in events] == ["out"]
 
 
 def test_going_back_before_it_counts_cancels_the_crossing():
@@ -89,7 +89,7 @@ def test_going_back_before_it_counts_cancels_the_crossing():
 def test_min_distance_counts_a_fast_object_at_once():
     s = stage({"lines": [{**VERTICAL, "min_frames": 10, "min_distance": 40}]})
     events = walk(s, 1, 0, [20, 60, 150])  # gone after 1 frame on the new side, but far past the line
-    assert [(e["direction"], e["seq"]) for e in events] == [("out", 2)]
+    assert [(e.direction, e.seq) for e in events] == [("out", 2)]
 
 
 def test_a_step_beside_the_segment_is_no_crossing():
@@ -105,7 +105,7 @@ def test_line_class_filter():
 def test_zone_enter_exit_and_jitter_on_its_edge():
     s = stage({"zones": [{"name": "lot", "polygon": [[0, 0], [100, 0], [100, 200], [0, 200]]}]})
     events = walk(s, 3, 1, [150, 120, 90, 60, 50, 40, 120, 150, 160, 170])
-    assert [e["event"] for e in events] == ["enter", "exit"]
+    assert [e.event for e in events] == ["enter", "exit"]
     assert s.cameras["cam"].zones[0].inside == {}
     assert walk(s, 4, 1, [140, 120] + jitter(100, 30, seed=5), start=20) == []
 
@@ -167,7 +167,7 @@ def test_a_person_hidden_for_45_frames_with_stride_3_keeps_its_zone_visit():
         (f,) = tracker.process(f)
         ids |= set(f.detections.track_id.tolist())
         s.process(f)
-        events += [(e["event"], e["track"]) for e in f.events]
+        events += [(e.event, e.track) for e in f.events]
     assert ids == {1}
     assert events == [("enter", 1)]
     assert s.cameras["cam"].zones[0].inside == {1: "person"}

@@ -10,7 +10,8 @@ from pipeline.engines.batching import BatchPolicy
 from pipeline.frames import ClassNames, Detections, EndOfStream, Frame
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.stage import RunControl
-from pipeline.stages.classify import FORGET_AFTER, FORGET_CHECK_EVERY, ClassifyStage, _TrackLabel, forget_stale
+from pipeline.stages.classify import ClassifyStage
+from pipeline.stages.track_labels import FORGET_AFTER, FORGET_CHECK_EVERY, TrackLabel, forget_stale
 
 DETECTOR = ClassNames(["car", "person"])
 LABELS = ["dark", "grey", "light"]
@@ -39,12 +40,13 @@ def frame(seq: int, shade: int, track: int | None = 1, order: int | None = None)
                  detections=det)
 
 
-def run(stage: ClassifyStage, items: list) -> list:
+def run(stage: ClassifyStage, items: list, pace_s: float = 0.0) -> list:
     out: list = []
     stage.emit = out.append
     stage.start()
     for item in items:
         stage.accept(item)
+        time.sleep(pace_s)
     deadline = time.monotonic() + 20
     while not (out and isinstance(out[-1], EndOfStream)) and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -100,7 +102,7 @@ def test_vanished_tracks_are_forgotten_after_forget_after_updates_with_a_stride(
     try:
         feed(stage, out, frames[:5])  # track 1's label has come back: nothing of it is in flight
         feed(stage, out, frames[5:])
-        assert sorted(stage._cameras["cam"].tracks) == [2, 3]
+        assert sorted(stage.labels.tracks("cam")) == [2, 3]
         assert [f.seq for f in out] == [f.seq for f in frames]
     finally:
         stage.control.abort.set()
@@ -124,6 +126,33 @@ def test_two_classifiers_keep_separate_labels_on_the_same_detection():
 
 def test_classifier_forgets_tracks_gone_for_long():
     """Per-track label state stays bounded on a camera that runs for months."""
-    tracks = {1: _TrackLabel(seen=10), 2: _TrackLabel(seen=FORGET_AFTER + 5), 3: _TrackLabel(seen=0, inflight=1)}
+    tracks = {1: TrackLabel(seen=10), 2: TrackLabel(seen=FORGET_AFTER + 5), 3: TrackLabel(seen=0, submitted=1)}
     forget_stale(tracks, FORGET_AFTER + 20)
-    assert sorted(tracks) == [2, 3]  # 1 is gone; 3 still has a crop in flight
+    assert sorted(tracks) == [2, 3]  # 1 is gone; 3 still has a classification under way
+
+
+def test_per_track_labels_do_not_depend_on_the_order_classifications_come_back_in():
+    """A track's shade changes while it is reclassified every 2 frames; crops come back in
+    any order (random delays, several workers). Each row's label is the vote of exactly the
+    classifications submitted up to its frame: the same in every run."""
+    shades = [240, 240, 10, 10, 10, 130, 130, 10, 240, 240, 10, 10]
+
+    def labels(seed: int) -> list[tuple[int, float]]:
+        rng = np.random.default_rng(seed)
+        engine = FakeEngine(by_brightness, (3, 8, 8), max_inflight=6, workers=4,
+                            delay=lambda n: float(rng.uniform(0, 0.05)))
+        spec = ClassifySpec(model="shade", name="shade", per_track=True, reclassify_interval=2, min_size=1)
+        model = classifier()
+        model.batching = BatchingConfig(max_batch=1, max_wait_ms=0)
+        stage = ClassifyStage(spec, model, engine, BatchPolicy.of(model.batching), DETECTOR, Metrics(), RunControl(),
+                              16)
+        out = run(stage, [frame(i, s) for i, s in enumerate(shades)] + [EndOfStream("cam", order=len(shades))],
+                  pace_s=0.02)  # classifications come back while later frames arrive
+        assert [f.seq for f in out[:-1]] == list(range(len(shades)))
+        attrs = [f.detections.attributes["shade"] for f in out[:-1]]
+        return [(int(a.class_id[0]), round(float(a.score[0]), 6)) for a in attrs]
+
+    first = labels(0)
+    assert len({cls for cls, _ in first}) > 1  # the votes really moved
+    for seed in (1, 2, 3):
+        assert labels(seed) == first

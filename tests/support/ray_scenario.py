@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from pipeline.cluster.driver import ClusterDriver  # noqa: E402
 from pipeline.cluster.ray_run import connect, kill_host, ray_call, start_hosts  # noqa: E402
 from pipeline.config import load_config  # noqa: E402
-from pipeline.preflight import cluster_problems  # noqa: E402
+from pipeline.cluster.checks import cluster_problems  # noqa: E402
 
 
 def alive(pid: int) -> bool:
@@ -64,7 +64,7 @@ def main() -> int:
     while not driver.finished() and time.time() - started < 240:
         time.sleep(driver.poll_s)
         driver.poll()
-        done = sum(c["processed"] for h in driver.hosts.values() if h.status for c in h.status.cameras.values())
+        done = sum(c.processed for h in driver.hosts.values() if h.status for c in h.status.cameras.values())
         after = args.hang_after or args.crash_after
         if after and hung_at is None and done >= after:
             os.kill(pid, signal.SIGSTOP if args.hang_after else signal.SIGKILL)
@@ -76,7 +76,7 @@ def main() -> int:
         if not isinstance(status, BaseException):
             host.status = status
     time.sleep(1.0)
-    snap = driver.snapshot()
+    snap = driver.snapshot().to_dict()
     snap.update(finished=driver.finished(), took_s=round(time.time() - started, 2),
                 cluster_up_s=round(started - t0, 2), hung_at_s=round(hung_at - started, 2) if hung_at else None,
                 detected_after_s=round(lost_at - hung_at, 2) if lost_at and hung_at else None,

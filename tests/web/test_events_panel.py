@@ -5,6 +5,7 @@ real events: thumbnails, live updates, a click that opens the snapshot and the c
 names as text, 32 cameras. `PIPELINE_SCREENSHOTS=docs` writes `docs/events_panel.png`."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -17,11 +18,12 @@ import numpy as np
 import pytest
 
 from pipeline.config.outputs import WebConfig
-from pipeline.frames import ClassNames, Detections, Frame
+from pipeline.drawing import draw_detections
+from pipeline.frames import ClassNames, Detections, Event, Frame
 from pipeline.metrics.registry import CameraState, Metrics
-from pipeline.sinks.evidence import RecentEvents, Snapshots
+from pipeline.metrics.snapshot import Snapshot
+from pipeline.sinks.event_evidence import RecentEvents, Snapshots
 from pipeline.sinks.preview import Preview
-from pipeline.stages.annotate import draw_detections
 from pipeline.web.server import WebServer
 from web_support import browser, get, live_config, raw, running  # noqa: F401  (a fixture)
 
@@ -81,7 +83,7 @@ def serve():
 
     def start(**kwargs) -> WebServer:
         preview = Preview()
-        server = WebServer(WebConfig(port=0, token=TOKEN), kwargs.pop("snapshot", dict), preview, **kwargs)
+        server = WebServer(WebConfig(port=0, token=TOKEN), kwargs.pop("snapshot", Snapshot), preview, **kwargs)
         server.start()
         started.append((server, preview))
         return server
@@ -94,15 +96,14 @@ def serve():
 
 def test_the_newest_events_after_an_id_newest_first_redacted(serve):
     recent = RecentEvents()
-    recent.add([{"camera": "campus", "event": "cross", "line": "path", "direction": "in", "track": i, "class": "person"}
-                for i in range(5)])
-    recent.add([{"camera": "gate", "event": "state", "detail": "rtsp://admin:hunter2@10.0.0.9/live"}])
+    recent.add([Event("campus", i, i, i, "person", "cross", line="path", direction="in") for i in range(5)])
+    recent.add([Event("gate", 0, 0, 9, "person", "enter", zone="rtsp://admin:hunter2@10.0.0.9/live")])
     base = f"http://127.0.0.1:{serve(events=recent.newest).port}"
     status, body, headers = get(base + "/api/events", AUTH)
     events = json.loads(body)["events"]
     assert status == 200 and headers["Content-Type"] == "application/json"
     assert [e["id"] for e in events] == [6, 5, 4, 3, 2, 1]
-    assert events[0]["detail"] == "rtsp://admin:***@10.0.0.9/live"  # redacted like /api/cameras
+    assert events[0]["zone"] == "rtsp://admin:***@10.0.0.9/live"  # redacted like /api/cameras
     assert [e["id"] for e in json.loads(get(base + "/api/events?after=4", AUTH)[1])["events"]] == [6, 5]
     assert [e["id"] for e in json.loads(get(base + "/api/events?after=2&limit=2", AUTH)[1])["events"]] == [6, 5]
     assert json.loads(get(base + "/api/events?after=6", AUTH)[1]) == {"events": []}
@@ -181,7 +182,13 @@ def snapshot_frame(record: dict, image: np.ndarray) -> Frame:
                             track_id=np.array([d.get("track", -1) for d in det], np.int64))
     draw_detections(image, detections)
     return Frame(camera=record["camera"], seq=record["seq"], pts=record["pts"], time_base=None, image=image,
-                 t_capture=time.time(), detections=detections, events=[dict(e) for e in record["events"]])
+                 t_capture=time.time(), detections=detections, events=[event_of(e) for e in record["events"]])
+
+
+def event_of(line: dict) -> Event:
+    """An event as its JSON line has it (`class` is `cls`)."""
+    known = {f.name for f in dataclasses.fields(Event)}
+    return Event(**{("cls" if k == "class" else k): v for k, v in line.items() if k in known | {"class"}})
 
 
 class Evidence:
@@ -200,7 +207,7 @@ class Evidence:
             relative = f"events/{frame.camera}/clip_{frame.seq}.mp4"
             write_clip(self.out / relative, frame.image)
             for event in frame.events:
-                event["clip"] = relative
+                event.clip = relative
         self.snapshots.frame(frame, time.time())
 
     def wait(self, count: int) -> bool:
@@ -267,8 +274,8 @@ def test_event_names_are_text_and_the_panel_works_beside_32_cameras(serve, tmp_p
         metrics.camera_state(f"cam{i:02d}", CameraState.STREAMING)
     evil = '<img src=x onerror="document.title=`owned`">'
     recent = RecentEvents()
-    recent.add([{"camera": f"cam{i:02d}", "event": "cross", "line": evil if i == 31 else "gate", "direction": "in",
-                 "track": i, "class": "person"} for i in range(32)])
+    recent.add([Event(f"cam{i:02d}", 0, 0, i, "person", "cross", line=evil if i == 31 else "gate", direction="in")
+                for i in range(32)])
     server = serve(snapshot=metrics.snapshot, cameras=lambda: metrics.cameras, events=recent.newest,
                    evidence_dir=str(tmp_path))
     d = browser(1400, 900)

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from pipeline.stages.annotate import class_color
+from pipeline.drawing import class_color
 from web_support import browser, get, live_config, running  # noqa: F401  (a fixture)
 
 
@@ -79,7 +79,7 @@ def test_the_page_shows_both_cameras_live_with_boxes_counts_and_states(model_pat
         h, w = min(a.shape[0], b.shape[0]), min(a.shape[1], b.shape[1])
         moved = np.abs(a[:h, :w].astype(int) - b[:h, :w].astype(int)).mean()
         assert moved > 1.0, cam  # a second apart, the picture changed: the video is live
-    assert p.snapshot()["cameras"]["campus"]["processed"] > 0
+    assert p.snapshot().cameras["campus"].processed > 0
 
 
 def test_api_and_metrics_share_the_port_and_cost_nothing_unwatched(model_path, sample_path, running):

@@ -3,6 +3,7 @@ close before start, restart on TIME-WAIT, the token and its cookie, clients that
 idle sockets and crowds. Real sockets on 127.0.0.1 throughout."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import struct
@@ -14,6 +15,7 @@ import pytest
 
 from pipeline.config.outputs import WebConfig
 from pipeline.errors import StartupError
+from pipeline.metrics.snapshot import Snapshot
 from pipeline.sinks.preview import Preview
 from pipeline.web.server import WebServer, exposure_warning
 from web_support import browser, get, live_config, raw, running  # noqa: F401  (a fixture)
@@ -45,7 +47,7 @@ def closed_in_time(server: WebServer) -> bool:
 # -- start-up and ports (18.6) ------------------------------------------------------------
 def test_a_busy_web_port_is_a_one_line_startup_error(held_port, preview):
     with pytest.raises(StartupError) as e:
-        WebServer(WebConfig(port=held_port), dict, preview)
+        WebServer(WebConfig(port=held_port), Snapshot, preview)
     assert str(e.value) == f"outputs.web.port: port {held_port} on 127.0.0.1 is already in use"
 
 
@@ -58,7 +60,7 @@ def test_a_busy_metrics_port_is_a_one_line_startup_error(held_port):
 
 
 def test_close_before_start_returns_at_once(preview):
-    server = WebServer(WebConfig(port=0), dict, preview)
+    server = WebServer(WebConfig(port=0), Snapshot, preview)
     assert closed_in_time(server)  # it waited forever for a serve loop that never ran
     assert closed_in_time(server)  # and closing twice is fine
 
@@ -66,14 +68,14 @@ def test_close_before_start_returns_at_once(preview):
 def test_a_port_in_time_wait_after_a_stop_is_free_at_once(preview):
     from pipeline.preflight import port_problem
 
-    server = WebServer(WebConfig(port=0), dict, preview)
+    server = WebServer(WebConfig(port=0), Snapshot, preview)
     server.start()
     port = server.port
     # the server closes this connection first, so its side of it waits in TIME-WAIT
     assert raw(port, b"GET /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").startswith(b"HTTP/1.1 404")
     server.close()
     assert port_problem("outputs.web.port", port) is None  # the probe said "already in use" for a minute
-    again = WebServer(WebConfig(port=port), dict, preview)
+    again = WebServer(WebConfig(port=port), Snapshot, preview)
     again.start()
     try:
         assert raw(port, b"GET /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").startswith(b"HTTP/1.1 404")
@@ -155,7 +157,7 @@ def test_listening_beyond_this_machine_without_a_token_is_warned_about():
 
 
 def test_a_loopback_server_starts_without_a_warning(preview, caplog):
-    server = WebServer(WebConfig(port=0), dict, preview)
+    server = WebServer(WebConfig(port=0), Snapshot, preview)
     with caplog.at_level(logging.WARNING, logger="pipeline.web"):
         server.start()
     server.close()
@@ -200,7 +202,7 @@ def test_a_client_that_vanishes_mid_reply_is_one_debug_line(model_path, sample_p
 
 def test_an_idle_connection_is_closed(preview, monkeypatch):
     monkeypatch.setattr(WebServer, "IDLE_TIMEOUT_S", 1.0)
-    server = WebServer(WebConfig(port=0), dict, preview)
+    server = WebServer(WebConfig(port=0), Snapshot, preview)
     server.start()
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=20) as c:
@@ -209,31 +211,112 @@ def test_an_idle_connection_is_closed(preview, monkeypatch):
         server.close()
 
 
-def test_connections_are_capped_and_the_excess_answered_503(model_path, sample_path, running, monkeypatch):
-    monkeypatch.setattr(WebServer, "MAX_CONNECTIONS", 4)
-    p = running(live_config(model_path, sample_path))
-    port = p.side.web.port
-    idle = [socket.create_connection(("127.0.0.1", port), timeout=20) for _ in range(4)]
+def ask(c: socket.socket, path: str = "/api/cameras", token: str | None = None) -> bytes:
+    """One request on a kept-alive connection: its answer's status line."""
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    c.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n{auth}\r\n".encode())
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        chunk = c.recv(65536)
+        if not chunk:
+            break
+        answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length")), 0)
+    while len(body) < length and (chunk := c.recv(65536)):
+        body += chunk
+    return head.split(b"\r\n")[0]
+
+
+def closed_by_server(c: socket.socket) -> bool:
     try:
-        deadline = time.monotonic() + 30
-        while True:  # the four are taken once the server accepted them
-            answer = raw(port, b"")
-            if answer.startswith(b"HTTP/1.1 503") or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        assert answer.startswith(b"HTTP/1.1 503")
-        assert p.side.web.api_snapshot()["live_view"]["refused"] >= 1
+        return c.recv(100) == b""
+    except ConnectionError:
+        return True
+
+
+def test_admitted_connections_are_capped_and_the_excess_answered_503(preview, monkeypatch):
+    monkeypatch.setattr(WebServer, "MAX_CONNECTIONS", 4)
+    server = WebServer(WebConfig(port=0), Snapshot, preview)
+    server.start()
+    kept = [socket.create_connection(("127.0.0.1", server.port), timeout=20) for _ in range(4)]
+    try:
+        assert [ask(c) for c in kept] == [b"HTTP/1.1 200 OK"] * 4  # kept alive: each holds its slot
+        assert raw(server.port, b"GET /api/cameras HTTP/1.1\r\nHost: x\r\n\r\n").startswith(b"HTTP/1.1 503")
+        assert server.api_snapshot()["live_view"]["refused"] == 1
     finally:
-        for c in idle:
+        for c in kept:
             c.close()
-    deadline = time.monotonic() + 30
-    while get(f"http://127.0.0.1:{port}/api/cameras")[0] != 200 and time.monotonic() < deadline:
-        time.sleep(0.1)  # their slots come back as their threads see them closed
-    assert get(f"http://127.0.0.1:{port}/api/cameras")[0] == 200
+        deadline = time.monotonic() + 30
+        while get(f"http://127.0.0.1:{server.port}/api/cameras")[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)  # their slots come back as their threads see them closed
+        status = get(f"http://127.0.0.1:{server.port}/api/cameras")[0]
+        server.close()
+    assert status == 200
+
+
+def test_a_request_head_must_arrive_within_the_deadline(preview, monkeypatch):
+    """A header line every 0.3 s kept a connection for ever: the idle timeout counts per read."""
+    monkeypatch.setattr(WebServer, "HEAD_TIMEOUT_S", 1.0)
+    server = WebServer(WebConfig(port=0), Snapshot, preview)
+    server.start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=20) as c:
+            c.sendall(b"GET /api/cameras HTTP/1.1\r\n")
+            t0 = time.monotonic()
+            cut = False
+            while not cut and time.monotonic() - t0 < 6:
+                time.sleep(0.3)
+                try:
+                    c.sendall(b"X-Slow: 1\r\n")
+                except OSError:
+                    cut = True
+                c.setblocking(False)
+                try:
+                    cut = cut or c.recv(100) == b""
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    cut = True
+                c.setblocking(True)
+        assert cut
+        assert server.api_snapshot()["live_view"]["cut"] == 1
+    finally:
+        server.close()
+
+
+def test_slow_heads_without_the_token_do_not_starve_those_that_hold_it(preview):
+    """64 sockets sending a header line now and then held all 64 slots: every request,
+    authorised ones included, was answered 503 until they stopped."""
+    server = WebServer(WebConfig(port=0, token="s3cret"), Snapshot, preview)
+    server.start()
+    kept = socket.create_connection(("127.0.0.1", server.port), timeout=20)
+    slow = []
+    try:
+        assert ask(kept, token="s3cret") == b"HTTP/1.1 200 OK"  # admitted, then kept alive
+        for _ in range(WebServer.MAX_WAITING + 6):
+            c = socket.create_connection(("127.0.0.1", server.port), timeout=20)
+            c.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            slow.append(c)
+        time.sleep(0.5)  # all accepted, each waiting for the rest of its head
+        for c in slow:
+            with contextlib.suppress(OSError):
+                c.sendall(b"X-Slow: 1\r\n")
+        base = f"http://127.0.0.1:{server.port}/api/cameras"
+        assert get(base, {"Authorization": "Bearer s3cret"})[0] == 200
+        assert get(base)[0] == 401  # told, not turned away
+        assert ask(kept, token="s3cret") == b"HTTP/1.1 200 OK"
+        assert sum(closed_by_server(c) for c in slow[:6]) == 6  # the oldest waiting made room
+        assert server.api_snapshot()["live_view"]["refused"] == 0
+    finally:
+        for c in [kept, *slow]:
+            c.close()
+        server.close()
 
 
 def test_the_listen_backlog_is_raised(preview):
-    server = WebServer(WebConfig(port=0), dict, preview)
+    server = WebServer(WebConfig(port=0), Snapshot, preview)
     server.start()
     try:
         listed = subprocess.run(["ss", "-ltnH", f"sport = :{server.port}"], capture_output=True, text=True).stdout

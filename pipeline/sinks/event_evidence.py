@@ -1,14 +1,21 @@
 """Snapshots of events: the annotated frame that confirmed an event, and the object's crop
 with a margin, as JPEG under `<outputs.dir>/events/<camera>/`.
 
-The sink names the files when it writes the frame (so the JSON line, MQTT and the webhook
-carry the paths) and hands the frame to one small worker thread, which encodes the frame
-once however many events it confirmed, writes the files, and only then lets the events go
-to their destinations (with the picture, for MQTT's retained snapshot topic): whoever gets
-an event can open its snapshot. Frames without events cost nothing here.
+The sink names the files when it writes the frame (so its JSON line carries the paths)
+and hands the frame to one small worker thread, which encodes the frame once however many
+events it confirmed, writes the files, and only then lets the events go to their
+destinations (with the picture, for MQTT's retained snapshot topic): whoever gets an
+event can open its snapshot. A picture that cannot be written (a full disk) leaves no
+partial file; it is counted per camera (`snapshots_lost`: the summary, the report, the
+metrics and the exit status), said (the first, then every 100th), and the events sent
+name only the pictures written, with `snapshot_error` saying why one is missing (the
+JSON line, written before the pictures, names them as planned). Frames without events
+cost nothing here.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import os
 import queue
@@ -23,13 +30,15 @@ import cv2
 import numpy as np
 
 from pipeline.config.outputs import EventsConfig
-from pipeline.frames import Frame
-from pipeline.sinks.clips import ClipRecorder
+from pipeline.errors import one_line
+from pipeline.frames import Event, Frame
+from pipeline.sinks.clips import ClipRecorder, ClipRef
 from pipeline.sinks.events import EventPublisher
 
 log = logging.getLogger("pipeline.evidence")
 
-Deliver = Callable[[list[dict], bytes | None], None]  # the frame's events (paths filled in) and its JPEG
+Deliver = Callable[[list[Event], bytes | None], None]  # the frame's events (paths filled in) and its JPEG
+LOG_EVERY_LOST = 100  # pictures lost: the first is said, then one line per this many (a full disk is one story)
 
 
 def stamp(seconds: float) -> str:
@@ -38,30 +47,27 @@ def stamp(seconds: float) -> str:
     return t.strftime("%Y%m%dT%H%M%S") + f".{t.microsecond // 1000:03d}Z"
 
 
-def event_name(event: dict) -> str:
-    parts = [event.get("event", "event"), event.get("line") or event.get("zone") or "", event.get("direction") or "",
-             f"t{event['track']}" if event.get("track") is not None else ""]
-    return "_".join(p for p in (str(p) for p in parts) if p).replace("/", "-")
-
-
 @dataclass
 class Job:
     image: np.ndarray
     frame_path: str
     crops: list[tuple[str, tuple[int, int, int, int]]]  # (path, box with margin)
-    events: list[dict] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    camera: str = ""
 
 
 class Snapshots:
-    def __init__(self, root: str, deliver: Deliver, quality: int = 85, margin: float = 0.2, queue_size: int = 64):
+    def __init__(self, root: str, deliver: Deliver, quality: int = 85, margin: float = 0.2, queue_size: int = 64,
+                 on_lost: Callable[[str, int], None] | None = None):
         self.root = root           # outputs.dir: paths in events are relative to it
         self.deliver = deliver
+        self.on_lost = on_lost     # (camera, pictures): pictures that could not be written
         self.quality = quality
         self.margin = margin
         self._jobs: queue.Queue[Job | None] = queue.Queue(queue_size)
         self._thread: threading.Thread | None = None
         self.written = 0
-        self.failed = 0
+        self.lost = 0  # pictures (frames and crops) not written
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="snapshots", daemon=True)
@@ -72,23 +78,21 @@ class Snapshots:
         the frame for encoding; the events are delivered once the files are written."""
         folder = os.path.join("events", frame.camera)
         base = f"{stamp(wall_time)}_{frame.seq}"
-        job = Job(frame.image, os.path.join(folder, f"{base}.jpg"), [], frame.events)
+        job = Job(frame.image, os.path.join(folder, f"{base}.jpg"), [], frame.events, frame.camera)
         for i, event in enumerate(frame.events):
-            event["snapshot"] = job.frame_path
+            event.snapshot = job.frame_path
             box = self._box(frame, event)
             if box is not None:
-                crop = os.path.join(folder, f"{base}_{i}_{event_name(event)}.crop.jpg")
-                event["crop"] = crop
-                job.crops.append((crop, box))
+                event.crop = os.path.join(folder, f"{base}_{i}_{event.name}.crop.jpg")
+                job.crops.append((event.crop, box))
         self._jobs.put(job)
 
-    def _box(self, frame: Frame, event: dict) -> tuple[int, int, int, int] | None:
+    def _box(self, frame: Frame, event: Event) -> tuple[int, int, int, int] | None:
         """The event's object, grown by the margin and clipped to the frame."""
         det = frame.detections
-        track = event.get("track")
-        if det is None or det.track_id is None or track is None:
+        if det is None or det.track_id is None:
             return None
-        rows = np.flatnonzero(det.track_id == track)
+        rows = np.flatnonzero(det.track_id == event.track)
         if not len(rows):
             return None
         x1, y1, x2, y2 = det.xyxy[rows[0]]
@@ -102,37 +106,65 @@ class Snapshots:
             job = self._jobs.get()
             if job is None:
                 return
-            jpeg = self._write(job)
+            jpeg, events = self._write(job)
             try:
-                self.deliver(job.events, jpeg)
+                self.deliver(events, jpeg)
             except Exception:  # a destination's trouble is its own; the next frame goes on
                 log.exception("snapshots: delivering events failed")
 
-    def _write(self, job: Job) -> bytes | None:
+    def _write(self, job: Job) -> tuple[bytes | None, list[Event]]:
+        """The frame's JPEG (None: not written) and its events as they go out: naming only
+        the pictures written, with `snapshot_error` where one is missing. The events are
+        copies: the sink may still be writing the originals into the JSON lines."""
+        events = [dataclasses.replace(e) for e in job.events]
         try:
-            ok, buf = cv2.imencode(".jpg", job.image, [cv2.IMWRITE_JPEG_QUALITY, self.quality])
-            if not ok:
-                raise ValueError("JPEG encoding failed")
-            jpeg = buf.tobytes()
+            jpeg = self._encode(job.image)
             self._save(job.frame_path, jpeg)
-            for path, (x1, y1, x2, y2) in job.crops:
-                ok, crop = cv2.imencode(".jpg", job.image[y1:y2, x1:x2], [cv2.IMWRITE_JPEG_QUALITY, self.quality])
-                if ok:
-                    self._save(path, crop.tobytes())
-            self.written += 1
-            return jpeg
         except Exception as e:
-            self.failed += 1
-            log.warning("snapshot %s could not be written: %s", job.frame_path, e)
-            return None
+            why = self._lost(job, job.frame_path, e, 1 + len(job.crops))
+            for event in events:
+                event.snapshot, event.crop, event.snapshot_error = None, None, why
+            return None, events
+        self.written += 1
+        for path, (x1, y1, x2, y2) in job.crops:
+            try:
+                self._save(path, self._encode(job.image[y1:y2, x1:x2]))
+            except Exception as e:
+                why = self._lost(job, path, e, 1)
+                for event in events:
+                    if event.crop == path:
+                        event.crop, event.snapshot_error = None, f"crop: {why}"
+        return jpeg, events
+
+    def _encode(self, image: np.ndarray) -> bytes:
+        ok, buf = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, self.quality])
+        if not ok:
+            raise ValueError("JPEG encoding failed")
+        return buf.tobytes()
+
+    def _lost(self, job: Job, path: str, error: Exception, pictures: int) -> str:
+        """Count and say (the first, then every Nth) pictures not written; why, in words."""
+        why = error.strerror if isinstance(error, OSError) and error.strerror else one_line(error)
+        before, self.lost = self.lost, self.lost + pictures
+        if before == 0 or before // LOG_EVERY_LOST != self.lost // LOG_EVERY_LOST:
+            log.warning("camera %s: snapshot %s could not be written (%s); %d picture(s) lost so far", job.camera,
+                        path, why, self.lost)
+        if self.on_lost is not None:
+            self.on_lost(job.camera, pictures)
+        return why
 
     def _save(self, relative: str, data: bytes) -> None:
         path = os.path.join(self.root, relative)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)  # a reader never sees half a picture
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)  # a reader never sees half a picture
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)  # a full disk leaves no half-written picture behind
+            raise
 
     def close(self, timeout: float = 10.0) -> None:
         """Write what is queued, then stop."""
@@ -150,11 +182,11 @@ class RecentEvents:
         self._lock = threading.Lock()
         self._count = 0
 
-    def add(self, events: list[dict]) -> None:
+    def add(self, events: list[Event]) -> None:
         with self._lock:
             for event in events:
                 self._count += 1
-                self._events.append({**event, "id": self._count})
+                self._events.append({**event.to_dict(), "id": self._count})
 
     def newest(self, limit: int = 50, after: int = 0) -> list[dict]:
         """Up to `limit` events newer than id `after`, newest first."""
@@ -167,13 +199,14 @@ class EventEvidence:
     (clip, snapshot) go into the events before the frame's JSON line is written, then the
     events go to the live page's panel and to the destinations, once their snapshot exists."""
 
-    def __init__(self, root: str, config: EventsConfig, publisher: EventPublisher | None, recent: RecentEvents):
+    def __init__(self, root: str, config: EventsConfig, publisher: EventPublisher | None, recent: RecentEvents,
+                 on_lost: Callable[[str, int], None] | None = None):
         self.root = root
         self.publisher = publisher
         self.recent = recent
         self.clips = config.clips
         self.recorders: dict[str, ClipRecorder] = {}
-        self.snapshots = Snapshots(root, self._deliver) if config.snapshots else None
+        self.snapshots = Snapshots(root, self._deliver, on_lost=on_lost) if config.snapshots else None
 
     def start(self) -> None:
         if self.snapshots is not None:
@@ -192,23 +225,28 @@ class EventEvidence:
         wall = time.time()
         recorder = self.recorders.get(frame.camera)
         for event in frame.events:
-            event["time"] = round(wall, 3)
-            clip = recorder.event(f"{stamp(wall)}_{frame.seq}") if recorder is not None else None
-            if clip is not None:
-                event["clip"] = os.path.relpath(clip, self.root)
+            event.time = round(wall, 3)
+            if recorder is not None:
+                self._clip(event, recorder.event(f"{stamp(wall)}_{frame.seq}"))
         if self.snapshots is not None:
             self.snapshots.frame(frame, wall)  # the events go on once the pictures are written
         else:
             self._deliver(frame.events, None)
 
-    def _deliver(self, events: list[dict], jpeg: bytes | None) -> None:
+    def _clip(self, event: Event, clip: ClipRef) -> None:
+        if clip.path is not None:
+            event.clip = os.path.relpath(clip.path, self.root)
+        event.clip_pre_s = clip.pre_s
+        event.clip_note = clip.note or None
+
+    def _deliver(self, events: list[Event], jpeg: bytes | None) -> None:
         self.recent.add(events)
         if self.publisher is None:
             return
         for event in events:
-            self.publisher.publish(event)
+            self.publisher.publish(event.to_dict())
         if jpeg is not None and events:
-            self.publisher.picture(events[0]["camera"], jpeg)
+            self.publisher.picture(events[0].camera, jpeg)
 
     def is_open(self, path: str) -> bool:
         """Whether `path` is a clip still being written."""

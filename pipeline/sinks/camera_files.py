@@ -6,12 +6,7 @@ exit status) while its JSON lines go on, and the reverse. With `{camera}` in the
 lines file name each camera has its own file; without it the cameras share one, closed
 when the last of them ends.
 
-A camera that may run on more than one machine in turn (a cluster) writes under a lease:
-`Lease` is a small file per camera in `outputs.dir/.leases/` holding the epoch of the
-writer that owns its outputs. The driver grants a new epoch before a camera moves (and
-before its outputs are cut back to where it resumes); every writer checks its epoch
-before each write reaches the disk (JSON lines at each flush, video at each fragment),
-so a host that was only presumed dead (hung, cut off) never writes again when it wakes.
+A camera that may run on more than one machine in turn writes under a lease (`sinks.lease`).
 A camera that returns under an id that ran before continues in new files (its next
 video segment, its JSON lines appended): nothing it wrote is overwritten.
 """
@@ -19,64 +14,17 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from dataclasses import replace
 
 from pipeline.config import OutputsConfig
 from pipeline.frames import Frame, Resume
 from pipeline.metrics.registry import Metrics
-from pipeline.sinks.jsonl import JsonlWriter, frame_record
-from pipeline.sinks.segments import START, CameraSegments, WallSegments, last_stamp
-from pipeline.sinks.video import OnPacket, VideoWriter, segment_path
+from pipeline.sinks.encoder import OnPacket, VideoWriter, segment_path
+from pipeline.sinks.jsonl import JsonlFiles, frame_record
+from pipeline.sinks.lease import Fenced, Lease
+from pipeline.sinks.segments import START, CameraSegments, last_stamp
 
 log = logging.getLogger("pipeline.sink")
-
-LEASES = ".leases"
-
-
-class Fenced(Exception):
-    """The camera's lease moved to another writer: this one must not write again."""
-
-
-class Lease:
-    """A writer's claim on one camera's outputs: valid while the lease file holds its epoch."""
-
-    def __init__(self, folder: str, camera: str, epoch: int):
-        self.path = lease_path(folder, camera)
-        self.epoch = epoch
-
-    @staticmethod
-    def grant(folder: str, camera: str) -> int:
-        """The next epoch of `camera`'s outputs, written atomically (a reader sees the old
-        file or the new one, never a torn one); earlier writers are fenced from now on."""
-        path = lease_path(folder, camera)
-        epoch = read_epoch(path) + 1
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            f.write(str(epoch))
-        os.replace(tmp, path)
-        return epoch
-
-    def check(self) -> None:
-        """Raise `Fenced` when another writer holds the camera now. Read every time (a
-        write happens about once a second per output): a cached inode could be reused."""
-        holder = read_epoch(self.path)
-        if holder != self.epoch:
-            raise Fenced(f"lease {self.epoch} of {self.path} was taken over (epoch {holder})")
-
-
-def lease_path(folder: str, camera: str) -> str:
-    return os.path.join(folder, LEASES, f"{camera}.lease")
-
-
-def read_epoch(path: str) -> int:
-    try:
-        with open(path) as f:
-            return int(f.read().strip() or 0)
-    except (FileNotFoundError, ValueError):
-        return 0
-
 
 def next_segment(path: str) -> int:
     """The first video segment of `path` not written yet."""
@@ -97,16 +45,11 @@ class CameraOutputs:
         self.metrics = metrics
         self.stage = stage  # the stage its errors are counted against
         self.video: dict[str, VideoWriter] = {}
-        self.jsonl: dict[str, JsonlWriter] = {}
+        self.jsonl = JsonlFiles(outputs.jsonl, outputs.jsonl_path)
         self.segments: dict[str, CameraSegments] = {}  # cameras with time-named files
         self.failed: dict[str, str] = {}  # "camera/output" -> why it stopped
         self.fenced: set[str] = set()  # cameras whose lease another writer took: nothing more is written
         self.ran: set[str] = set()  # cameras opened before: an id that returns continues its files
-        self._lock = threading.Lock()
-        self._shared_jsonl: JsonlWriter | None = None
-        self._shared_segments: WallSegments | None = None
-        if outputs.jsonl.enabled and "{camera}" not in outputs.jsonl.filename:
-            self._shared_jsonl = JsonlWriter(os.path.join(outputs.dir, outputs.jsonl.filename), outputs.jsonl.flush_s)
 
     def open(self, cam: str, live: bool, resume: Resume = Resume(), on_packet: OnPacket | None = None) -> None:
         """Open the outputs of a camera (at start-up, or one added while running);
@@ -121,11 +64,7 @@ class CameraOutputs:
         self._open_segments(cam, live)
         lease = Lease(out.dir, cam, resume.epoch).check if resume.epoch else None
         if out.jsonl.enabled:
-            with self._lock:
-                if self._shared_jsonl is not None and self._shared_jsonl.closed:  # every camera had ended
-                    self._shared_jsonl = JsonlWriter(self._shared_jsonl.path, out.jsonl.flush_s, append=True)
-                self.jsonl[cam] = self._shared_jsonl or JsonlWriter(out.jsonl_path(cam), out.jsonl.flush_s,
-                                                                    resume.append, lease)
+            self.jsonl.open(cam, resume.append, lease, out.video.segment_for(live))
         if out.video.enabled:
             # live cameras (and cameras that may move between machines) write crash-safe fragmented MP4
             fragmented = out.video.fragmented if out.video.fragmented is not None else live or resume.segment > 0
@@ -134,17 +73,14 @@ class CameraOutputs:
         self.metrics.outputs_opened(cam)
 
     def _open_segments(self, cam: str, live: bool) -> None:
-        """Time-named files for this camera (and the shared JSON lines) when asked for;
-        new stamps come after any this camera already has on disk."""
+        """Time-named files for this camera when asked for; new stamps come after any this
+        camera already has on disk."""
         out = self.outputs
         length = out.video.segment_for(live)
-        shared = self._shared_jsonl is not None
         patterns = ([out.video_path(cam, START)] if out.video.enabled else []) \
-            + ([out.jsonl_path(cam, START)] if out.jsonl.enabled and not shared else [])
+            + ([out.jsonl_path(cam, START)] if out.jsonl.enabled and self.jsonl.shared is None else [])
         if length is not None or any(START in f for f in (out.video.filename, out.jsonl.filename)):
             self.segments[cam] = CameraSegments(length, live, last_stamp(*patterns))
-        if shared and self._shared_segments is None and (length is not None or START in out.jsonl.filename):
-            self._shared_segments = WallSegments(length, last_stamp(out.jsonl_path("", START)))
 
     def write(self, frame: Frame) -> None:
         cam = frame.camera
@@ -164,11 +100,9 @@ class CameraOutputs:
                 except Exception as e:
                     self._fail(cam, "video", e)
                     self._close_quietly(writer)
-            jw = self.jsonl.get(cam)
-            if jw is not None and f"{cam}/jsonl" not in self.failed:
+            if cam in self.jsonl.writers and f"{cam}/jsonl" not in self.failed:
                 try:
-                    self._next_jsonl(cam, jw, start)
-                    jw.write(frame_record(frame))
+                    self.jsonl.next(cam, start).write(frame_record(frame))
                 except Fenced:
                     raise
                 except Exception as e:
@@ -176,16 +110,6 @@ class CameraOutputs:
         except Fenced as e:
             self._fence(cam, e)
         self._show_segment(cam, writer, start)
-
-    def _next_jsonl(self, cam: str, jw: JsonlWriter, start: str | None) -> None:
-        if jw is not self._shared_jsonl:
-            if start is not None:
-                jw.rotate(self.outputs.jsonl_path(cam, start))
-        elif self._shared_segments is not None:
-            with self._lock:
-                shared = self._shared_segments.next()
-                if shared is not None:
-                    jw.rotate(self.outputs.jsonl_path("", shared))
 
     def _show_segment(self, cam: str, writer: VideoWriter | None, start: str | None) -> None:
         """The camera's current file in its metrics (`/api/cameras`, the live page)."""
@@ -197,8 +121,7 @@ class CameraOutputs:
 
     def is_open(self, path: str) -> bool:
         """Whether a file is still being written (retention never removes it)."""
-        files = [w.open_file for w in list(self.video.values())]
-        files += [j.path for j in list(self.jsonl.values()) + [self._shared_jsonl] if j is not None and not j.closed]
+        files = [w.open_file for w in list(self.video.values())] + self.jsonl.open_files()
         return os.path.abspath(path) in {os.path.abspath(f) for f in files if f}
 
     def _fence(self, cam: str, why: Fenced) -> None:
@@ -208,7 +131,7 @@ class CameraOutputs:
         writer = self.video.get(cam)
         if writer is not None:
             self._close_quietly(writer)  # its file sees no more bytes: the lease refuses them
-        jw = self.jsonl.get(cam)
+        jw = self.jsonl.writers.get(cam)
         if jw is not None:
             jw.discard()
 
@@ -223,17 +146,12 @@ class CameraOutputs:
                     raise
                 except Exception as e:
                     self._fail(cam, "video", e)
-            with self._lock:
-                jw = self.jsonl.pop(cam, None)
-                if jw is not None and jw is not self._shared_jsonl:
-                    jw.close()
-                if last and self._shared_jsonl is not None:
-                    self._shared_jsonl.close()
+            self.jsonl.close(cam, last)
         except Fenced as e:
             self._fence(cam, e)
         finally:
             self.video.pop(cam, None)
-            self.jsonl.pop(cam, None)
+            self.jsonl.writers.pop(cam, None)
             self.segments.pop(cam, None)
             self.metrics.outputs_closed(cam)
 

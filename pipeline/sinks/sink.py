@@ -18,8 +18,8 @@ from pipeline.metrics.registry import Metrics
 from pipeline.runtime.queues import BoundedQueue, QueueClosed
 from pipeline.runtime.stage import RunControl
 from pipeline.runtime.threads import Capacity
-from pipeline.sinks.evidence import EventEvidence
-from pipeline.sinks.outputs import CameraOutputs
+from pipeline.sinks.event_evidence import EventEvidence
+from pipeline.sinks.camera_files import CameraOutputs
 from pipeline.sinks.preview import Preview
 
 log = logging.getLogger("pipeline.sink")

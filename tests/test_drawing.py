@@ -2,7 +2,7 @@
 import numpy as np
 
 from pipeline.frames import Attribute, ClassNames, Detections
-from pipeline.stages.annotate import draw_detections, label_lines, place_label
+from pipeline.drawing import draw_detections, label_lines, place_label
 
 
 def _overlap(a, b) -> bool:

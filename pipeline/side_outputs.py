@@ -1,0 +1,65 @@
+"""What the sink feeds besides each camera's files, for the whole run: the event
+destinations, the events' evidence (snapshots, clips) and the live page's recent
+events, the disk budget, and the live view with its web server; each only where the
+config asks for it. The graph starts, aborts and closes them with the run."""
+from __future__ import annotations
+
+from typing import Protocol
+
+from pipeline.config import Config
+from pipeline.control import CameraControl, Runs
+from pipeline.metrics.registry import Metrics
+from pipeline.sinks.event_evidence import EventEvidence, RecentEvents
+from pipeline.sinks.events import EventPublisher
+from pipeline.sinks.preview import Preview
+from pipeline.sinks.retention import OutputRetention
+from pipeline.web.server import WebServer
+
+class Run(Runs, Protocol):
+    """What the side outputs need of the run they serve (`graph.Pipeline`)."""
+
+    config: Config
+    metrics: Metrics
+
+    def snapshot(self) -> dict: ...
+
+    def is_open(self, path: str) -> bool:
+        """Whether the run still writes this file (retention leaves it)."""
+        ...
+
+
+class SideOutputs:
+    def __init__(self, pipeline: Run):
+        out = pipeline.config.outputs
+        publisher = EventPublisher(out.events)
+        self.events = publisher if publisher else None
+        if self.events is not None:
+            pipeline.metrics.state_listeners.append(self.events.camera_state)
+        self.recent = RecentEvents()
+        self.evidence = EventEvidence(out.dir, out.events, self.events, self.recent,
+                                      on_lost=pipeline.metrics.snapshot_lost)
+        self.retention = OutputRetention(
+            out, lambda path: pipeline.is_open(path) or self.evidence.is_open(path), pipeline.metrics)
+        self.preview: Preview | None = None
+        self.web: WebServer | None = None
+        if out.web is not None:
+            self.preview = Preview(out.web.fps, out.web.quality, out.web.width)
+            control = CameraControl(pipeline, pipeline.config) if out.web.control else None
+            self.web = WebServer(out.web, pipeline.snapshot, self.preview, cameras=lambda: pipeline.metrics.cameras,
+                                 events=self.recent.newest, evidence_dir=out.dir, control=control)
+
+    def start(self) -> None:
+        for part in (self.events, self.evidence, self.retention, self.web):
+            if part is not None:
+                part.start()
+
+    def abort(self) -> None:
+        """A second signal: a flush to event destinations that are away ends at once."""
+        if self.events is not None:
+            self.events.abort()
+
+    def close(self) -> None:
+        """The evidence first (its snapshots deliver events), then the destinations."""
+        for part in (self.evidence, self.events, self.web, self.preview, self.retention):
+            if part is not None:
+                part.close()

@@ -1,0 +1,95 @@
+"""What becomes of each decoded picture of a camera, in the camera's own thread: its number
+and its time on the camera's timeline (`Timeline`), the gate's verdict (`FrameGate`), a
+paced file's wait until the frame is due, and then the frame the graph gets: its BGR
+picture and its model input, letterboxed here.
+
+Preprocessing runs here rather than in a shared stage: it parallelises across cameras for
+free, and the frame then lands in the camera's own lane of the detector's batcher, where
+a live camera's `drop_oldest` policy discards stale frames without ever blocking decode.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, Protocol
+
+import av
+
+from pipeline.config import SourceConfig
+from pipeline.errors import one_line
+from pipeline.frames import Frame, Resume
+from pipeline.metrics.registry import Metrics
+from pipeline.preprocess import Preprocessor
+from pipeline.sources.gate import FrameGate
+from pipeline.sources.timeline import Timeline
+
+log = logging.getLogger("pipeline.source")
+
+
+class Decoded(Protocol):
+    """The connection a picture came from (`sources.connection.Connection`)."""
+
+    time_base: object
+    rate: object
+
+
+class Framing:
+    """One camera's frames, made from its decoded pictures. Made when the camera's thread
+    starts: a paced file's first frame is due then."""
+
+    def __init__(self, config: SourceConfig, preprocess: Preprocessor, metrics: Metrics, resume: Resume,
+                 wait: Callable[[float], None]):
+        self.config = config
+        self.camera = config.id
+        self.preprocess = preprocess
+        self.metrics = metrics
+        self.resume = resume  # frames of its file processed elsewhere; where its numbering and timeline continue
+        self.wait = wait  # sleeps, waking when the camera is stopped
+        self.gate = FrameGate(config.stride, config.max_fps)
+        self.timeline = Timeline(config.id, config.network, config.loop, phase_s=config.phase_s)
+        self.paced = config.realtime or (bool(config.live) and not config.network)
+        self.next_due: float | None = None  # paced: when the next frame is about due
+        self.seq = resume.seq  # the next frame's number
+        self._time_offset: int | None = None  # the resumed timeline's start, in the output time base
+
+    def __call__(self, vf: av.VideoFrame, connection: Decoded) -> Frame | None:
+        """The frame to hand on, or None: skipped by the gate, processed before this camera
+        moved here, or not preprocessable (each counted)."""
+        now = time.perf_counter()
+        seq = self.seq
+        self.seq += 1
+        tb = self.timeline.time_base(connection.time_base)
+        pts = self.timeline.pts(vf.pts, connection.time_base, connection.rate)
+        if self._time_offset is None:  # a resumed live camera (or returning id) continues its timeline
+            self._time_offset = round(self.resume.time_s / tb) - pts if self.resume.time_s else 0
+        pts += self._time_offset
+        reason = self.gate.reject(seq, float(pts * tb))  # also for skipped frames: the same frames are kept
+        if seq < self.resume.start_at:
+            return None  # processed before this camera moved here
+        self.metrics.frame_in(self.camera)
+        if reason:
+            self.metrics.drop(self.camera, reason)
+            return None
+        if self.paced:
+            now = self._due(pts, tb, now, connection.rate)
+        frame = Frame(camera=self.camera, seq=seq, pts=pts, time_base=tb, image=None, t_capture=now,
+                      rate=connection.rate, picture=vf)
+        frame.stamps["capture"] = now
+        try:
+            frame.tensor, frame.letterbox = self.preprocess(frame.image)
+        except Exception as e:
+            self.metrics.error(self.camera)
+            self.metrics.drop(self.camera, "preprocess_error")
+            log.warning("camera %s frame %d: preprocess failed: %s", self.camera, seq, one_line(e))
+            return None
+        frame.stamp("preprocess")
+        return frame
+
+    def _due(self, pts: int, tb, now: float, rate) -> float:
+        """A paced file plays a camera: its frame arrives at its due time; when we get to it
+        late, it waited meanwhile (as in a camera's socket): stamped when due."""
+        due = self.timeline.due(pts, tb)
+        if due > now:
+            self.wait(due - now)
+        self.next_due = due + float(1 / rate)
+        return due

@@ -1,0 +1,69 @@
+"""What a camera says about itself: its state (logged when it changes), a network camera's
+outages and returns (`Reconnect` keeps their times), the unreadable packets it skipped
+(counted, logged sparsely: a damaged stretch is one story), a file that breaks off, and
+the note its end leaves in the summary."""
+from __future__ import annotations
+
+import logging
+
+from pipeline.metrics.registry import CameraState, CameraStats, Metrics
+from pipeline.sources.connection import SourceError
+from pipeline.sources.reconnect import Reconnect
+
+log = logging.getLogger("pipeline.source")
+
+LOG_EVERY_BAD_PACKET = 100  # after the first one, log every Nth
+
+
+class CameraHealth:
+    def __init__(self, camera: str, metrics: Metrics):
+        self.camera = camera
+        self.metrics = metrics
+        self.stats: CameraStats = metrics.camera(camera)
+
+    def state(self, state: CameraState, detail: str = "", trouble: bool = False) -> None:
+        if self.metrics.camera_state(self.camera, state, detail):
+            log_fn = log.error if state == CameraState.FAILED else log.warning \
+                if trouble or state == CameraState.RECONNECTING else log.info
+            log_fn("camera %s: %s%s", self.camera, state, f" ({detail})" if detail else "")
+
+    def streamed(self, reconnect: Reconnect) -> None:
+        """A network camera delivered a frame: it streams (again)."""
+        reconnect.frame()
+        self.stats.reconnects = reconnect.reconnects
+        if self.stats.state != CameraState.STREAMING:
+            self.state(CameraState.STREAMING)
+
+    def lost(self, reconnect: Reconnect, why: str) -> float:
+        """A network camera's stream broke (or never came): the seconds to wait before the
+        next try; a `SourceError` once it has been down for `give_up_s`."""
+        reconnect.lost()
+        self.stats.downtime_s = reconnect.total_downtime()
+        if reconnect.gave_up():
+            raise SourceError(f"no frame for {reconnect.down_for():.1f}s (give_up_s={reconnect.config.give_up_s:g}): "
+                              f"{why}")
+        delay = reconnect.next_delay()
+        self.state(CameraState.RECONNECTING if reconnect.streamed else CameraState.CONNECTING,
+                   f"{why}; retrying in {delay:.1f}s", trouble=True)
+        return delay
+
+    def bad_packet(self, message: str) -> None:
+        self.stats.decode_errors += 1
+        self.metrics.error(self.camera)
+        n = self.stats.decode_errors
+        if n == 1 or n % LOG_EVERY_BAD_PACKET == 0:
+            log.warning("camera %s: skipped an unreadable packet (%d so far): %s", self.camera, n, message)
+
+    def file_broken(self, detail: str) -> None:
+        """A file that cannot be read on from here: it ends, and says why."""
+        self.metrics.error(self.camera)
+        self.stats.detail = detail
+        log.warning("camera %s: %s", self.camera, detail)
+
+    def ended_detail(self, reason: str) -> str:
+        notes = [] if reason == "eof" else [reason]
+        if self.stats.decode_errors:
+            notes.append(f"{self.stats.decode_errors} unreadable packet(s) skipped")
+        if self.stats.detail.startswith(("broken", "ends early")):
+            notes.append(self.stats.detail)
+        return "; ".join(notes)
