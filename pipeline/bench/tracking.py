@@ -5,7 +5,9 @@ Per noise level (`motdata.LEVELS`) and seed, every sequence's detections are mad
 and given to each tracker in turn; the metrics are over all sequences of a seed, then the
 mean over seeds; the time is each tracker's own update calls per frame (median over the
 runs, trackers taking turns, so a busy machine slows them alike). Peers run when their
-package is installed: supervision's ByteTrack, boxmot's ByteTrack.
+package is installed: supervision's ByteTrack, boxmot's ByteTrack. Each tracker is told
+the picture's size, as the pipeline's is (here the ground truth's extent: gt.txt does
+not say it); this project's uses it to tell an object that left the picture.
 """
 from __future__ import annotations
 
@@ -27,14 +29,16 @@ from pipeline.errors import BAD_INPUT
 
 # a tracker for one sequence: detections (xyxy, score) in, the tracked rows (xyxy, id) out
 Tracker = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+Size = tuple[float, float] | None  # the picture's width and height, where known
+Start = Callable[[Size], Tracker]
 METRICS = ("mota", "idf1", "num_switches", "num_false_positives", "num_misses")
 
 
-def ours(spec: TrackSpec | None = None) -> Callable[[], Tracker]:
+def ours(spec: TrackSpec | None = None) -> Start:
     from pipeline.stages.track import ByteTracker
 
-    def start() -> Tracker:
-        tracker = ByteTracker(spec or TrackSpec())
+    def start(size: Size) -> Tracker:
+        tracker = ByteTracker(spec or TrackSpec(), size)
 
         def step(boxes: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             ids = tracker.update(boxes, scores, np.zeros(len(boxes), np.int64))
@@ -43,10 +47,10 @@ def ours(spec: TrackSpec | None = None) -> Callable[[], Tracker]:
     return start
 
 
-def _supervision() -> Callable[[], Tracker]:
+def _supervision() -> Start:
     import supervision as sv
 
-    def start() -> Tracker:
+    def start(size: Size) -> Tracker:
         tracker = sv.ByteTrack()
 
         def step(boxes: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -58,12 +62,12 @@ def _supervision() -> Callable[[], Tracker]:
     return start
 
 
-def _boxmot() -> Callable[[], Tracker]:
+def _boxmot() -> Start:
     from boxmot import ByteTrack
 
     logging.getLogger("boxmot").setLevel(logging.WARNING)  # its settings, logged for every tracker made
 
-    def start() -> Tracker:
+    def start(size: Size) -> Tracker:
         tracker = ByteTrack()
 
         def step(boxes: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -73,7 +77,7 @@ def _boxmot() -> Callable[[], Tracker]:
     return start
 
 
-def trackers() -> dict[str, Callable[[], Tracker]]:
+def trackers() -> dict[str, Start]:
     """This project's tracker, then each peer whose package imports here."""
     found = {"this project": ours()}
     for name, make in (("supervision ByteTrack", _supervision), ("boxmot ByteTrack", _boxmot)):
@@ -84,9 +88,9 @@ def trackers() -> dict[str, Callable[[], Tracker]]:
     return found
 
 
-def run_tracker(start: Callable[[], Tracker], dets: list[Detections]) -> tuple[list, float]:
+def run_tracker(start: Start, dets: list[Detections], size: Size = None) -> tuple[list, float]:
     """The tracked rows per frame, and the seconds spent in the tracker."""
-    step, out, spent = start(), [], 0.0
+    step, out, spent = start(size), [], 0.0
     for d in dets:
         t0 = time.perf_counter()
         boxes, ids = step(d.boxes, d.scores)
@@ -131,7 +135,7 @@ class Row:
 
 
 def bench(sequences: list[Sequence], levels: list[str], seeds: list[int],
-          found: dict[str, Callable[[], Tracker]]) -> list[Row]:
+          found: dict[str, Start]) -> list[Row]:
     rows = []
     frames = sum(len(s.ids) for s in sequences)
     for level in levels:
@@ -141,7 +145,7 @@ def bench(sequences: list[Sequence], levels: list[str], seeds: list[int],
             for name, start in found.items():
                 accs, spent = [], 0.0
                 for s, d in zip(sequences, dets):
-                    tracked, seconds = run_tracker(start, d)
+                    tracked, seconds = run_tracker(start, d, s.size)
                     accs.append(accumulate(s, tracked))
                     spent += seconds
                 table[name].runs.append(overall(accs, [s.name for s in sequences]))

@@ -13,15 +13,25 @@ track's box (`motion`), then associates, each pass an optimal assignment:
    unseen (its threshold stays), so of two tracks on one box the one seen just now wins;
 2. the confirmed tracks still unmatched, lost ones too, with the low-score detections,
    on plain IoU (objects partly hidden keep their id, also after a few frames unseen);
-3. tentative tracks with the remaining high-score detections.
+3. the tracks matched on the previous update and still unmatched with the high-score
+   detections left, on IoU with their last box rather than the predicted one (OC-SORT's
+   observation-centric recovery: a person who stops or turns is where they were, not
+   where their velocity says);
+4. tentative tracks with the remaining high-score detections.
 A lost track found again is corrected along the straight path from its last box to the
 new one (OC-SORT's observation-centric re-update), so the velocity it guessed while
 unseen does not linger; while lost it keeps its size (no height or aspect velocity).
 Unmatched detections from `new_track_threshold` start tentative tracks; one is confirmed
 on a later consecutive match once its detections' scores add up to `confirm_score` (on a
 camera's first frame at once), and dropped at its first miss, so a flickering false
-positive does not become a track; a lost track is removed after `max_age` updates unseen.
-Detections keep their boxes; matched rows get the track id (-1 while tentative).
+positive does not become a track. A track confirmed where a lost one was (its box on
+the lost one's prediction, or its first box on the lost one's last box) takes the lost
+one's id: an object hidden behind another for longer than its motion can be guessed,
+which stood still meanwhile, keeps its id once its new track has proved itself, and a
+false positive, which does not prove itself, never takes one. A track last seen at the
+picture's edge has left it: it is not taken over. A lost track is removed after
+`max_age` updates unseen. Detections keep their boxes; matched rows get the track id
+(-1 while tentative).
 """
 from __future__ import annotations
 
@@ -42,6 +52,7 @@ from pipeline.stages import motion
 from pipeline.stages.build import BuildContext
 
 _LOST_DECAY = 0.98  # a lost track's weight in the assignment, per update unseen
+_EDGE = 0.02        # a box this close to the picture's edge (share of its width or height) touches it
 
 
 class TrackState(IntEnum):
@@ -68,6 +79,8 @@ class Tracks:
     seen: np.ndarray = _column(4)                 # the last matched box, and the filter just after it
     seen_mean: np.ndarray = _column(8)
     seen_cov: np.ndarray = _column(8, 8)
+    born: np.ndarray = _column(dtype=np.int64)    # the update of the first detection, and its box
+    first: np.ndarray = _column(4)
 
     def __len__(self) -> int:
         return len(self.id)
@@ -77,11 +90,11 @@ class Tracks:
             setattr(self, name, getattr(self, name)[rows])
 
     def add(self, ids: np.ndarray, class_id: np.ndarray, state: TrackState, boxes: np.ndarray,
-            scores: np.ndarray) -> None:
+            scores: np.ndarray, update: int) -> None:
         mean, cov = motion.initiate(boxes)
         new = dict(id=ids, class_id=class_id, state=np.full(len(ids), state, np.int8),
                    missed=np.zeros(len(ids), np.int64), score=scores, mean=mean, cov=cov,
-                   seen=boxes, seen_mean=mean, seen_cov=cov)
+                   seen=boxes, seen_mean=mean, seen_cov=cov, born=np.full(len(ids), update, np.int64), first=boxes)
         for name, value in new.items():
             setattr(self, name, np.concatenate([getattr(self, name), value]))
 
@@ -102,9 +115,11 @@ def assign(sim: np.ndarray, threshold: float, weight: np.ndarray | None = None) 
 
 @dataclass
 class ByteTracker:
-    """The tracker state of one camera (its parameters: `TrackSpec`)."""
+    """The tracker state of one camera (its parameters: `TrackSpec`; `size`: the picture's
+    width and height, where known)."""
 
     spec: TrackSpec
+    size: tuple[float, float] | None = None
     tracks: Tracks = field(default_factory=Tracks)
     frames: int = 0
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
@@ -115,12 +130,14 @@ class ByteTracker:
         self.frames += 1
         self._predict()
         rows, dets = self._associate(boxes, scores, classes)
+        tentative = self.tracks.state[rows] == TrackState.TENTATIVE
         self._correct(rows, boxes[dets].astype(np.float64), scores[dets])
         matched = np.zeros(len(self.tracks), bool)
         matched[rows] = True
+        taken = self._take_over(rows[tentative & (self.tracks.state[rows] == TrackState.TRACKED)], matched)
         ids = np.full(len(boxes), -1, np.int64)
         ids[dets] = np.where(self.tracks.state[rows] == TrackState.TENTATIVE, -1, self.tracks.id[rows])
-        self._age(~matched)
+        self._age(~matched, taken)
         free = np.ones(len(boxes), bool)
         free[dets] = False
         self._start(boxes, scores, classes, free, ids)
@@ -131,18 +148,19 @@ class ByteTracker:
         if len(t):
             t.mean, t.cov = motion.predict(t.mean, t.cov)
 
-    def _similarity(self, t: np.ndarray, d: np.ndarray, boxes: np.ndarray, classes: np.ndarray) -> np.ndarray:
-        """IoU of the predicted boxes of tracks `t` with detections `d`."""
+    def _similarity(self, t: np.ndarray, d: np.ndarray, boxes: np.ndarray, classes: np.ndarray,
+                    track_boxes: np.ndarray | None = None) -> np.ndarray:
+        """IoU of tracks `t` (their predicted boxes, or `track_boxes`) with detections `d`."""
         if not len(t) or not len(d):
             return np.zeros((len(t), len(d)))
-        sim = iou_matrix(motion.to_xyxy(self.tracks.mean[t]), boxes[d])
+        sim = iou_matrix(motion.to_xyxy(self.tracks.mean[t]) if track_boxes is None else track_boxes, boxes[d])
         if self.spec.class_aware:
             sim = np.where(self.tracks.class_id[t][:, None] == classes[d][None, :], sim, 0.0)
         return sim
 
     def _associate(self, boxes: np.ndarray, scores: np.ndarray,
                    classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The matched (track row, detection row) pairs of the three passes."""
+        """The matched (track row, detection row) pairs of the four passes."""
         s, t = self.spec, self.tracks
         high = np.nonzero(scores >= s.high_threshold)[0]
         low = np.nonzero(scores < s.high_threshold)[0]
@@ -154,11 +172,17 @@ class ByteTracker:
         r, c = assign(self._similarity(rest, low, boxes, classes), s.low_match_iou)
         rows.append(rest[r])
         dets.append(low[c])
+        rest = np.delete(rest, r)
+        rest = rest[t.missed[rest] == 0]
+        left = np.delete(high, first)
+        r, c = assign(self._similarity(rest, left, boxes, classes, t.seen[rest]) * scores[left][None, :], s.match_iou)
+        rows.append(rest[r])
+        dets.append(left[c])
+        left = np.delete(left, c)
         tentative = np.nonzero(t.state == TrackState.TENTATIVE)[0]
-        rest = np.delete(high, first)
-        r, c = assign(self._similarity(tentative, rest, boxes, classes) * scores[rest][None, :], s.confirm_iou)
+        r, c = assign(self._similarity(tentative, left, boxes, classes) * scores[left][None, :], s.confirm_iou)
         rows.append(tentative[r])
-        dets.append(rest[c])
+        dets.append(left[c])
         return np.concatenate(rows), np.concatenate(dets)
 
     def _correct(self, rows: np.ndarray, obs: np.ndarray, obs_scores: np.ndarray) -> None:
@@ -186,16 +210,41 @@ class ByteTracker:
             mean, cov = motion.update(mean, cov, (t.seen[row] + (obs - t.seen[row]) * (k / steps))[None])
         return mean[0], cov[0]
 
-    def _age(self, unmatched: np.ndarray) -> None:
+    def _take_over(self, new: np.ndarray, matched: np.ndarray) -> np.ndarray:
+        """The lost tracks whose ids the just confirmed tracks `new` take: one born after the
+        lost one was last seen, of its class, on its predicted box now or with its first box
+        on the lost one's last box; the lost one not last seen at the picture's edge."""
+        t = self.tracks
+        lost = np.nonzero((t.state == TrackState.LOST) & ~matched)[0]
+        if not len(new) or not len(lost):
+            return np.zeros(0, np.int64)
+        sim = np.maximum(iou_matrix(t.seen[new], motion.to_xyxy(t.mean[lost])), iou_matrix(t.first[new], t.seen[lost]))
+        last_seen = self.frames - 1 - t.missed[lost]
+        ok = (t.born[new][:, None] > last_seen[None, :]) & ~self._at_edge(t.seen[lost])[None, :]
+        if self.spec.class_aware:
+            ok &= t.class_id[new][:, None] == t.class_id[lost][None, :]
+        r, c = assign(np.where(ok, sim, 0.0), self.spec.match_iou)
+        t.id[new[r]] = t.id[lost[c]]
+        return lost[c]
+
+    def _at_edge(self, boxes: np.ndarray) -> np.ndarray:
+        if self.size is None:
+            return np.zeros(len(boxes), bool)
+        w, h = self.size
+        return ((boxes[:, 0] <= _EDGE * w) | (boxes[:, 1] <= _EDGE * h)
+                | (boxes[:, 2] >= (1 - _EDGE) * w) | (boxes[:, 3] >= (1 - _EDGE) * h))
+
+    def _age(self, unmatched: np.ndarray, taken: np.ndarray) -> None:
         """An update without a match: tracked tracks become lost, keeping their size (a
         guessed growth or shrinking would run away unseen), tentative ones are dropped,
-        lost ones past `max_age` removed."""
+        lost ones past `max_age` or `taken` over removed."""
         t = self.tracks
         t.missed[unmatched] += 1
         newly_lost = unmatched & (t.state == TrackState.TRACKED)
         t.state[newly_lost] = TrackState.LOST
         t.mean[newly_lost, 6:] = 0.0
         gone = unmatched & ((t.state == TrackState.TENTATIVE) | (t.missed > self.spec.max_age))
+        gone[taken] = True
         if gone.any():
             t.keep(~gone)
 
@@ -208,7 +257,7 @@ class ByteTracker:
         first = self.frames == 1
         new_ids = np.array([next(self._ids) for _ in new], np.int64)
         self.tracks.add(new_ids, classes[new].astype(np.int64), TrackState.TRACKED if first else TrackState.TENTATIVE,
-                        boxes[new].astype(np.float64), scores[new].astype(np.float64))
+                        boxes[new].astype(np.float64), scores[new].astype(np.float64), self.frames)
         if first:
             ids[new] = new_ids
 
@@ -230,7 +279,9 @@ class TrackStage(InlineStage):
         if det is not None:
             tracker = self.trackers.get(frame.camera)
             if tracker is None:
-                tracker = self.trackers[frame.camera] = ByteTracker(self.spec)
+                box = frame.letterbox
+                size = (float(box.frame_w), float(box.frame_h)) if box is not None else None
+                tracker = self.trackers[frame.camera] = ByteTracker(self.spec, size)
             det.track_id = tracker.update(det.xyxy, det.score, det.class_id)
         return (frame,)
 
