@@ -180,6 +180,13 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.tracking:
+        from pipeline.bench.tracking import main as tracking_main
+
+        return tracking_main(args)
+    if not args.config:
+        print("error: bench: --config is required (or --tracking)", file=sys.stderr)
+        return BAD_INPUT
     from pipeline.bench.runner import main as bench_main
 
     return bench_main(args)
@@ -224,6 +231,34 @@ class Renamed(argparse.Action):
         parser.error(f"{option_string} was renamed: use {self.now}")
 
 
+def _add_bench(sub) -> None:
+    bench = sub.add_parser("bench", help="sync baseline vs pipeline vs the machine's limit; --tracking: tracker "
+                                         "quality against peers")
+    bench.add_argument("--config", help="the config to bench (not with --tracking)")
+    bench.add_argument("--camera-count", type=int, default=4, help="cameras: the config's sources repeated to N")
+    bench.add_argument("--cameras", action=Renamed, now="--camera-count N")
+    bench.add_argument("--frames", type=int, default=200, help="frames per camera")
+    bench.add_argument("--out", default="bench")
+    bench.add_argument("--live", action="store_true", help="add the paced overload case (latency under load)")
+    bench.add_argument("--live-seconds", type=float, default=20.0, help="length of each live run")
+    bench.add_argument("--load-sweep", action="store_true",
+                       help="the latency-load curve: tuned loop and pipeline at 25..150%% of the limit")
+    bench.add_argument("--no-cases", action="store_true",
+                       help="skip the detector and classifier throughput cases (run only --live, --load-sweep, --web)")
+    bench.add_argument("--web", action="store_true",
+                       help="the live view: its cost when nobody watches, its latency when someone does")
+    bench.add_argument("--sweep", nargs="*", metavar="KEY=V1,V2",
+                       help="extra pipeline runs, e.g. max_batch=1,4,8 max_wait_ms=0,10")
+    bench.add_argument("--tracking", action="store_true",
+                       help="the tracker and installed peers on noisy MOTChallenge ground truth (py-motmetrics)")
+    bench.add_argument("--seeds", type=int, default=5, help="with --tracking: noise seeds 1..N")
+    bench.add_argument("--levels", nargs="+", default=["clean", "typical", "hard"], help="with --tracking: noise levels")
+    bench.add_argument("--gt", nargs="+", metavar="PATH",
+                       help="with --tracking: MOTChallenge gt.txt files (default: TUD-Campus and TUD-Stadtmitte from "
+                            "py-motmetrics)")
+    bench.set_defaults(func=cmd_bench)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pipeline", description="Multi-camera video analytics on ONNX Runtime")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -264,23 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     optimize.add_argument("--threads", type=int, help="intra-op threads when timing (default: every core)")
     optimize.add_argument("--config", help="take the model's settings from this config (default: from the file)")
     optimize.add_argument("--model", help="with --config: the model's name under `models`")
-    bench = sub.add_parser("bench", help="sync baseline vs pipeline vs the machine's limit")
-    bench.add_argument("--config", required=True)
-    bench.add_argument("--camera-count", type=int, default=4, help="cameras: the config's sources repeated to N")
-    bench.add_argument("--cameras", action=Renamed, now="--camera-count N")
-    bench.add_argument("--frames", type=int, default=200, help="frames per camera")
-    bench.add_argument("--out", default="bench")
-    bench.add_argument("--live", action="store_true", help="add the paced overload case (latency under load)")
-    bench.add_argument("--live-seconds", type=float, default=20.0, help="length of each live run")
-    bench.add_argument("--load-sweep", action="store_true",
-                       help="the latency-load curve: tuned loop and pipeline at 25..150%% of the limit")
-    bench.add_argument("--no-cases", action="store_true",
-                       help="skip the detector and classifier throughput cases (run only --live, --load-sweep, --web)")
-    bench.add_argument("--web", action="store_true",
-                       help="the live view: its cost when nobody watches, its latency when someone does")
-    bench.add_argument("--sweep", nargs="*", metavar="KEY=V1,V2",
-                       help="extra pipeline runs, e.g. max_batch=1,4,8 max_wait_ms=0,10")
-    bench.set_defaults(func=cmd_bench)
+    _add_bench(sub)
     return parser
 
 

@@ -100,8 +100,14 @@ class TrackSpec(StageSpec):
     high_threshold: float = option(0.4, check=within(0, 1),
                                    doc="detections at or above this score are matched first")
     new_track_threshold: float = option(0.5, check=within(0, 1), doc="an unmatched detection starts a track from here")
-    match_iou: float = option(0.2, check=within(0, 1), doc="IoU needed to match a high-score detection")
+    match_iou: float = option(0.2, check=within(0, 1),
+                              doc="IoU times the detection's score needed to match a high-score detection")
     low_match_iou: float = option(0.5, check=within(0, 1), doc="IoU needed to match a low-score detection")
+    confirm_iou: float = option(0.3, check=within(0, 1),
+                                doc="IoU times the detection's score needed to match a tentative track")
+    confirm_score: float = option(1.5, check=non_negative,
+                                  doc="a tentative track is confirmed on a later match once its detections' scores "
+                                      "add up to this")
     max_age: int = option(30, check=positive, doc="updates (the frames the camera passes on: with `stride` N, every "
                                                   "Nth) a lost track is kept for re-identification")
     class_aware: bool = option(True, doc="match only detections of the track's class")

@@ -10,15 +10,22 @@ from __future__ import annotations
 import numpy as np
 
 
-def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IoU of every box in `a` against every box in `b` (both [n, 4] xyxy)."""
+def area(a: np.ndarray) -> np.ndarray:
+    return (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+
+
+def intersections(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Area of the overlap of every box in `a` with every box in `b` (both [n, 4] xyxy)."""
     lt = np.maximum(a[:, None, :2], b[None, :, :2])
     rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
     wh = np.clip(rb - lt, 0, None)
-    inter = wh[..., 0] * wh[..., 1]
-    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
-    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-    union = area_a[:, None] + area_b[None, :] - inter
+    return wh[..., 0] * wh[..., 1]
+
+
+def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of every box in `a` against every box in `b` (both [n, 4] xyxy)."""
+    inter = intersections(a, b)
+    union = area(a)[:, None] + area(b)[None, :] - inter
     return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
 
 

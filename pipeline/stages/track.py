@@ -1,179 +1,265 @@
-"""Multi-object tracking per camera, ByteTrack-style.
+"""Multi-object tracking per camera, ByteTrack-style, with what its successors found to
+matter on a noisy detector.
 
-Why our own: the well-kept implementations (supervision, yolox/bytetrack) pull in the
-non-headless OpenCV or a deep-learning framework; the algorithm itself is small.
+Why our own: the well-kept implementations (supervision, boxmot) pull in the non-headless
+OpenCV or a deep-learning framework; the algorithm itself is small, and the tracks kept
+as columns of arrays (one Kalman call for all of them) make it several times faster.
 
-Per frame and camera: every track's Kalman filter (constant velocity on centre x/y,
-aspect ratio and height) predicts its box; detections are split by score; the first
-association matches confirmed and lost tracks to high-score detections by IoU, the
-second matches the tracks still unmatched to low-score detections (objects that are
-partly hidden keep their id), then unconfirmed tracks try the remaining high-score
-detections. Unmatched high-score detections start tentative tracks, confirmed on their
-second consecutive match (on a camera's first frame at once); tracks unseen for
-`max_age` updates (the frames the camera passes on: with `stride` N, every Nth) are
-removed. Matching is greedy by IoU, highest first: with the few objects per camera it
-agrees with the optimal assignment in practice and needs no solver.
-Detections keep their boxes; matched rows get the track id (-1 while tentative).
+Each update (a frame the camera passes on: with `stride` N, every Nth) predicts every
+track's box (`motion`), then associates, each pass an optimal assignment:
+1. confirmed tracks (tracked and lost) with the high-score detections, on IoU times the
+   detection's score (ByteTrack: a confident box wins over a doubtful one at the same
+   overlap); in the assignment a lost track's pairs weigh `_LOST_DECAY` less per update
+   unseen (its threshold stays), so of two tracks on one box the one seen just now wins;
+2. the confirmed tracks still unmatched, lost ones too, with the low-score detections,
+   on plain IoU (objects partly hidden keep their id, also after a few frames unseen);
+3. the tracks matched on the previous update and still unmatched with the high-score
+   detections left, on IoU with their last box rather than the predicted one (OC-SORT's
+   observation-centric recovery: a person who stops or turns is where they were, not
+   where their velocity says);
+4. tentative tracks with the remaining high-score detections.
+A lost track found again is corrected along the straight path from its last box to the
+new one (OC-SORT's observation-centric re-update), so the velocity it guessed while
+unseen does not linger; while lost it keeps its size (no height or aspect velocity).
+Unmatched detections from `new_track_threshold` start tentative tracks; one is confirmed
+on a later consecutive match once its detections' scores add up to `confirm_score` (on a
+camera's first frame at once), and dropped at its first miss, so a flickering false
+positive does not become a track. A track confirmed where a lost one was (its box on
+the lost one's prediction, or its first box on the lost one's last box) takes the lost
+one's id: an object hidden behind another for longer than its motion can be guessed,
+which stood still meanwhile, keeps its id once its new track has proved itself, and a
+false positive, which does not prove itself, never takes one. A track last seen at the
+picture's edge has left it: it is not taken over. A lost track is removed after
+`max_age` updates unseen. Detections keep their boxes; matched rows get the track id
+(-1 while tentative).
 """
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import Iterable
+from enum import IntEnum
+from typing import Iterable, Iterator
 
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 
 from pipeline.config import TrackSpec
 from pipeline.decoders.nms import iou_matrix
 from pipeline.frames import EndOfStream, Frame, Item
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.stage import InlineStage
+from pipeline.stages import motion
 from pipeline.stages.build import BuildContext
 
-_CHI = 1.0 / 20
-_VEL = 1.0 / 160
+_LOST_DECAY = 0.98  # a lost track's weight in the assignment, per update unseen
+_EDGE = 0.02        # a box this close to the picture's edge (share of its width or height) touches it
 
 
-class KalmanBox:
-    """Constant-velocity Kalman filter on (cx, cy, aspect, h), as in SORT/ByteTrack."""
-
-    F = np.eye(8)
-    F[:4, 4:] = np.eye(4)
-    H = np.eye(4, 8)
-
-    def __init__(self, xyxy: np.ndarray):
-        self.x = np.zeros(8)
-        self.x[:4] = self.to_xyah(xyxy)
-        h = self.x[3]
-        std = np.array([2 * _CHI * h, 2 * _CHI * h, 1e-2, 2 * _CHI * h,
-                        10 * _VEL * h, 10 * _VEL * h, 1e-5, 10 * _VEL * h])
-        self.P = np.diag(std ** 2)
-
-    @staticmethod
-    def to_xyah(b: np.ndarray) -> np.ndarray:
-        w, h = b[2] - b[0], max(b[3] - b[1], 1e-3)
-        return np.array([b[0] + w / 2, b[1] + h / 2, w / h, h])
-
-    def box(self) -> np.ndarray:
-        cx, cy, a, h = self.x[:4]
-        w = a * h
-        return np.array([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2])
-
-    def predict(self) -> None:
-        h = self.x[3]
-        q = np.array([_CHI * h, _CHI * h, 1e-2, _CHI * h, _VEL * h, _VEL * h, 1e-5, _VEL * h])
-        self.x = self.F @ self.x
-        self.P = self.F @ self.P @ self.F.T + np.diag(q ** 2)
-
-    def update(self, xyxy: np.ndarray) -> None:
-        h = self.x[3]
-        r = np.diag(np.array([_CHI * h, _CHI * h, 1e-1, _CHI * h]) ** 2)
-        s = self.H @ self.P @ self.H.T + r
-        k = self.P @ self.H.T @ np.linalg.inv(s)
-        self.x = self.x + k @ (self.to_xyah(xyxy) - self.H @ self.x)
-        self.P = (np.eye(8) - k @ self.H) @ self.P
+class TrackState(IntEnum):
+    TENTATIVE = 0  # seen, not yet confirmed; dropped at its first miss
+    TRACKED = 1    # matched on the last update
+    LOST = 2       # unmatched on the last `missed` updates; kept up to `max_age` to be found again
 
 
-class TrackState(Enum):
-    TENTATIVE = "tentative"  # seen once; confirmed by a second match, dropped otherwise
-    TRACKED = "tracked"      # matched on the last frame
-    LOST = "lost"            # unmatched for `missed` updates; kept up to `max_age` to be found again
+def _column(*shape: int, dtype: type = np.float64):
+    return field(default_factory=lambda: np.zeros((0, *shape), dtype))
 
 
 @dataclass
-class Track:
-    id: int
-    kf: KalmanBox
-    class_id: int
-    state: TrackState = TrackState.TENTATIVE
-    missed: int = 0
+class Tracks:
+    """One camera's tracks as columns, one row per track."""
 
-    def box(self) -> np.ndarray:
-        return self.kf.box()
+    id: np.ndarray = _column(dtype=np.int64)
+    class_id: np.ndarray = _column(dtype=np.int64)
+    state: np.ndarray = _column(dtype=np.int8)
+    missed: np.ndarray = _column(dtype=np.int64)  # updates since the last match
+    score: np.ndarray = _column()                 # the matched detections' scores, added up
+    mean: np.ndarray = _column(8)                 # the Kalman filter
+    cov: np.ndarray = _column(8, 8)
+    seen: np.ndarray = _column(4)                 # the last matched box, and the filter just after it
+    seen_mean: np.ndarray = _column(8)
+    seen_cov: np.ndarray = _column(8, 8)
+    born: np.ndarray = _column(dtype=np.int64)    # the update of the first detection, and its box
+    first: np.ndarray = _column(4)
+
+    def __len__(self) -> int:
+        return len(self.id)
+
+    def keep(self, rows: np.ndarray) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name)[rows])
+
+    def add(self, ids: np.ndarray, class_id: np.ndarray, state: TrackState, boxes: np.ndarray,
+            scores: np.ndarray, update: int) -> None:
+        mean, cov = motion.initiate(boxes)
+        new = dict(id=ids, class_id=class_id, state=np.full(len(ids), state, np.int8),
+                   missed=np.zeros(len(ids), np.int64), score=scores, mean=mean, cov=cov,
+                   seen=boxes, seen_mean=mean, seen_cov=cov, born=np.full(len(ids), update, np.int64), first=boxes)
+        for name, value in new.items():
+            setattr(self, name, np.concatenate([getattr(self, name), value]))
 
 
-def greedy_match(iou: np.ndarray, threshold: float) -> list[tuple[int, int]]:
-    """Pairs (row, col) with IoU >= threshold, best pairs first, each row and col once."""
-    pairs = []
-    if iou.size == 0:
-        return pairs
-    rows, cols = np.nonzero(iou >= threshold)
-    order = np.argsort(-iou[rows, cols], kind="stable")
-    used_r, used_c = set(), set()
-    for k in order:
-        r, c = int(rows[k]), int(cols[k])
-        if r not in used_r and c not in used_c:
-            used_r.add(r)
-            used_c.add(c)
-            pairs.append((r, c))
-    return pairs
+def assign(sim: np.ndarray, threshold: float, weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs (row, col), each at or above `threshold`, with the most similarity above
+    it in all (ByteTrack's objective: two weak pairs never outweigh one good one), each
+    pair's share of it scaled by `weight` (rows). Optimal, not greedy: one bad early pair
+    cannot push two objects onto each other's tracks."""
+    if sim.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    ok = sim >= threshold
+    gain = sim - threshold if weight is None else (sim - threshold) * weight[:, None]
+    rows, cols = linear_sum_assignment(np.where(ok, -gain, 0.0))
+    good = ok[rows, cols]
+    return rows[good], cols[good]
 
 
 @dataclass
 class ByteTracker:
-    """The tracker state of one camera (its parameters: `TrackSpec`)."""
+    """The tracker state of one camera (its parameters: `TrackSpec`; `size`: the picture's
+    width and height, where known)."""
 
     spec: TrackSpec
-    tracks: list[Track] = field(default_factory=list)
+    size: tuple[float, float] | None = None
+    tracks: Tracks = field(default_factory=Tracks)
     frames: int = 0
-    _ids: Iterable[int] = field(default_factory=lambda: itertools.count(1))
-
-    def _iou(self, tracks: list[Track], boxes: np.ndarray, classes: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        if not tracks or not len(rows):
-            return np.zeros((len(tracks), len(rows)))
-        iou = iou_matrix(np.stack([t.box() for t in tracks]), boxes[rows])
-        if self.spec.class_aware:
-            same = np.array([t.class_id for t in tracks])[:, None] == classes[rows][None, :]
-            iou = np.where(same, iou, 0.0)
-        return iou
+    _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
     def update(self, boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray) -> np.ndarray:
-        """Track ids for each detection row (-1: tentative or unmatched)."""
+        """Track ids for each detection row (-1: tentative or unmatched). The steps are
+        apart so that an update without detections can predict without ageing."""
         self.frames += 1
-        ids = np.full((len(boxes),), -1, np.int64)
-        for t in self.tracks:
-            t.kf.predict()
-        high = np.nonzero(scores >= self.spec.high_threshold)[0]
-        low = np.nonzero(scores < self.spec.high_threshold)[0]
-        confirmed = [t for t in self.tracks if t.state is not TrackState.TENTATIVE]
-        tentative = [t for t in self.tracks if t.state is TrackState.TENTATIVE]
-        was_tracked = {id(t) for t in self.tracks if t.state is TrackState.TRACKED}
-        matched: set[int] = set()
-
-        def assign(tracks: list[Track], rows: np.ndarray, threshold: float) -> tuple[list[Track], np.ndarray]:
-            pairs = greedy_match(self._iou(tracks, boxes, classes, rows), threshold)
-            for ti, di in pairs:
-                t, row = tracks[ti], int(rows[di])
-                t.kf.update(boxes[row])
-                t.missed = 0
-                t.state = TrackState.TRACKED
-                ids[row] = t.id
-                matched.add(id(t))
-            used = {di for _, di in pairs}
-            left_rows = np.array([r for i, r in enumerate(rows) if i not in used], np.int64)
-            return [t for t in tracks if id(t) not in matched], left_rows
-
-        unmatched, high_left = assign(confirmed, high, self.spec.match_iou)
-        # a track lost in the first pass that was there a frame ago may be partly hidden now
-        unmatched, _ = assign([t for t in unmatched if id(t) in was_tracked], low, self.spec.low_match_iou)
-        _, high_left = assign(tentative, high_left, self.spec.match_iou)
-        for t in self.tracks:
-            if id(t) not in matched:
-                t.missed += 1
-                if t.state is TrackState.TRACKED:
-                    t.state = TrackState.LOST
-        self.tracks = [t for t in self.tracks if id(t) in matched
-                       or (t.state is TrackState.LOST and t.missed <= self.spec.max_age)]
-        for row in high_left:
-            if scores[row] >= self.spec.new_track_threshold:
-                # on a camera's first frame every object is there already: tracked at once
-                state = TrackState.TRACKED if self.frames == 1 else TrackState.TENTATIVE
-                t = Track(next(self._ids), KalmanBox(boxes[row]), int(classes[row]), state)
-                self.tracks.append(t)
-                if state is TrackState.TRACKED:
-                    ids[row] = t.id
+        self._predict()
+        rows, dets = self._associate(boxes, scores, classes)
+        tentative = self.tracks.state[rows] == TrackState.TENTATIVE
+        self._correct(rows, boxes[dets].astype(np.float64), scores[dets])
+        matched = np.zeros(len(self.tracks), bool)
+        matched[rows] = True
+        taken = self._take_over(rows[tentative & (self.tracks.state[rows] == TrackState.TRACKED)], matched)
+        ids = np.full(len(boxes), -1, np.int64)
+        ids[dets] = np.where(self.tracks.state[rows] == TrackState.TENTATIVE, -1, self.tracks.id[rows])
+        self._age(~matched, taken)
+        free = np.ones(len(boxes), bool)
+        free[dets] = False
+        self._start(boxes, scores, classes, free, ids)
         return ids
+
+    def _predict(self) -> None:
+        t = self.tracks
+        if len(t):
+            t.mean, t.cov = motion.predict(t.mean, t.cov)
+
+    def _similarity(self, t: np.ndarray, d: np.ndarray, boxes: np.ndarray, classes: np.ndarray,
+                    track_boxes: np.ndarray | None = None) -> np.ndarray:
+        """IoU of tracks `t` (their predicted boxes, or `track_boxes`) with detections `d`."""
+        if not len(t) or not len(d):
+            return np.zeros((len(t), len(d)))
+        sim = iou_matrix(motion.to_xyxy(self.tracks.mean[t]) if track_boxes is None else track_boxes, boxes[d])
+        if self.spec.class_aware:
+            sim = np.where(self.tracks.class_id[t][:, None] == classes[d][None, :], sim, 0.0)
+        return sim
+
+    def _associate(self, boxes: np.ndarray, scores: np.ndarray,
+                   classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The matched (track row, detection row) pairs of the four passes."""
+        s, t = self.spec, self.tracks
+        high = np.nonzero(scores >= s.high_threshold)[0]
+        low = np.nonzero(scores < s.high_threshold)[0]
+        confirmed = np.nonzero(t.state != TrackState.TENTATIVE)[0]
+        sim = self._similarity(confirmed, high, boxes, classes) * scores[high][None, :]
+        r, first = assign(sim, s.match_iou, _LOST_DECAY ** t.missed[confirmed])
+        rows, dets = [confirmed[r]], [high[first]]
+        rest = np.delete(confirmed, r)
+        r, c = assign(self._similarity(rest, low, boxes, classes), s.low_match_iou)
+        rows.append(rest[r])
+        dets.append(low[c])
+        rest = np.delete(rest, r)
+        rest = rest[t.missed[rest] == 0]
+        left = np.delete(high, first)
+        r, c = assign(self._similarity(rest, left, boxes, classes, t.seen[rest]) * scores[left][None, :], s.match_iou)
+        rows.append(rest[r])
+        dets.append(left[c])
+        left = np.delete(left, c)
+        tentative = np.nonzero(t.state == TrackState.TENTATIVE)[0]
+        r, c = assign(self._similarity(tentative, left, boxes, classes) * scores[left][None, :], s.confirm_iou)
+        rows.append(tentative[r])
+        dets.append(left[c])
+        return np.concatenate(rows), np.concatenate(dets)
+
+    def _correct(self, rows: np.ndarray, obs: np.ndarray, obs_scores: np.ndarray) -> None:
+        """Kalman-correct the matched tracks (those found after a gap along the path) and
+        confirm the tentative ones whose scores add up."""
+        t = self.tracks
+        if not len(rows):
+            return
+        mean, cov = motion.update(t.mean[rows], t.cov[rows], obs)
+        for k in np.nonzero(t.missed[rows] > 0)[0]:
+            mean[k], cov[k] = self._reupdate(rows[k], obs[k], int(t.missed[rows[k]]) + 1)
+        t.mean[rows], t.cov[rows] = mean, cov
+        t.seen[rows], t.seen_mean[rows], t.seen_cov[rows] = obs, mean, cov
+        t.missed[rows] = 0
+        t.score[rows] += obs_scores
+        waiting = (t.state[rows] == TrackState.TENTATIVE) & (t.score[rows] < self.spec.confirm_score)
+        t.state[rows] = np.where(waiting, TrackState.TENTATIVE, TrackState.TRACKED)
+
+    def _reupdate(self, row: int, obs: np.ndarray, steps: int) -> tuple[np.ndarray, np.ndarray]:
+        """OC-SORT's re-update: from the filter at the last box, one virtual box per update unseen."""
+        t = self.tracks
+        mean, cov = t.seen_mean[row:row + 1], t.seen_cov[row:row + 1]
+        for k in range(1, steps + 1):
+            mean, cov = motion.predict(mean, cov)
+            mean, cov = motion.update(mean, cov, (t.seen[row] + (obs - t.seen[row]) * (k / steps))[None])
+        return mean[0], cov[0]
+
+    def _take_over(self, new: np.ndarray, matched: np.ndarray) -> np.ndarray:
+        """The lost tracks whose ids the just confirmed tracks `new` take: one born after the
+        lost one was last seen, of its class, on its predicted box now or with its first box
+        on the lost one's last box; the lost one not last seen at the picture's edge."""
+        t = self.tracks
+        lost = np.nonzero((t.state == TrackState.LOST) & ~matched)[0]
+        if not len(new) or not len(lost):
+            return np.zeros(0, np.int64)
+        sim = np.maximum(iou_matrix(t.seen[new], motion.to_xyxy(t.mean[lost])), iou_matrix(t.first[new], t.seen[lost]))
+        last_seen = self.frames - 1 - t.missed[lost]
+        ok = (t.born[new][:, None] > last_seen[None, :]) & ~self._at_edge(t.seen[lost])[None, :]
+        if self.spec.class_aware:
+            ok &= t.class_id[new][:, None] == t.class_id[lost][None, :]
+        r, c = assign(np.where(ok, sim, 0.0), self.spec.match_iou)
+        t.id[new[r]] = t.id[lost[c]]
+        return lost[c]
+
+    def _at_edge(self, boxes: np.ndarray) -> np.ndarray:
+        if self.size is None:
+            return np.zeros(len(boxes), bool)
+        w, h = self.size
+        return ((boxes[:, 0] <= _EDGE * w) | (boxes[:, 1] <= _EDGE * h)
+                | (boxes[:, 2] >= (1 - _EDGE) * w) | (boxes[:, 3] >= (1 - _EDGE) * h))
+
+    def _age(self, unmatched: np.ndarray, taken: np.ndarray) -> None:
+        """An update without a match: tracked tracks become lost, keeping their size (a
+        guessed growth or shrinking would run away unseen), tentative ones are dropped,
+        lost ones past `max_age` or `taken` over removed."""
+        t = self.tracks
+        t.missed[unmatched] += 1
+        newly_lost = unmatched & (t.state == TrackState.TRACKED)
+        t.state[newly_lost] = TrackState.LOST
+        t.mean[newly_lost, 6:] = 0.0
+        gone = unmatched & ((t.state == TrackState.TENTATIVE) | (t.missed > self.spec.max_age))
+        gone[taken] = True
+        if gone.any():
+            t.keep(~gone)
+
+    def _start(self, boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray, free: np.ndarray,
+               ids: np.ndarray) -> None:
+        new = np.nonzero(free & (scores >= self.spec.new_track_threshold))[0]
+        if not len(new):
+            return
+        # on a camera's first frame every object is there already: tracked at once
+        first = self.frames == 1
+        new_ids = np.array([next(self._ids) for _ in new], np.int64)
+        self.tracks.add(new_ids, classes[new].astype(np.int64), TrackState.TRACKED if first else TrackState.TENTATIVE,
+                        boxes[new].astype(np.float64), scores[new].astype(np.float64), self.frames)
+        if first:
+            ids[new] = new_ids
 
 
 class TrackStage(InlineStage):
@@ -193,7 +279,9 @@ class TrackStage(InlineStage):
         if det is not None:
             tracker = self.trackers.get(frame.camera)
             if tracker is None:
-                tracker = self.trackers[frame.camera] = ByteTracker(self.spec)
+                box = frame.letterbox
+                size = (float(box.frame_w), float(box.frame_h)) if box is not None else None
+                tracker = self.trackers[frame.camera] = ByteTracker(self.spec, size)
             det.track_id = tracker.update(det.xyxy, det.score, det.class_id)
         return (frame,)
 

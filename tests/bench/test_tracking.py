@@ -1,0 +1,37 @@
+"""`pipeline bench --tracking` on a sequence the test makes: py-motmetrics scores it."""
+import numpy as np
+from mot_gt import write_gt
+
+from pipeline.bench import tracking
+from pipeline.bench.motdata import Detections, read_mot
+from pipeline.cli import main
+
+
+def test_a_perfect_tracker_scores_full_marks_and_a_swap_costs_a_switch(tmp_path):
+    seq = read_mot(write_gt(tmp_path / "gt.txt", people=2, frames=10))
+    perfect = [(b, i) for b, i in zip(seq.boxes, seq.ids)]
+    assert tracking.overall([tracking.accumulate(seq, perfect)], ["s"])["mota"] == 1.0
+    swapped = perfect[:5] + [(b, i[::-1]) for b, i in perfect[5:]]
+    scores = tracking.overall([tracking.accumulate(seq, swapped)], ["s"])
+    assert scores["num_switches"] == 2 and scores["idf1"] < 1.0
+
+
+def test_our_tracker_is_run_on_the_detections_and_timed():
+    boxes = np.array([[0, 0, 40, 80], [200, 0, 240, 80]], np.float64)
+    dets = [Detections(boxes + 5 * f, np.array([0.9, 0.9]), np.array([1, 2])) for f in range(5)]
+    tracked, seconds = tracking.run_tracker(tracking.ours(), dets)
+    assert [ids.tolist() for _, ids in tracked] == [[1, 2]] * 5 and seconds > 0
+
+
+def test_the_command_prints_the_table_for_the_levels_asked(tmp_path, capsys):
+    gt = write_gt(tmp_path / "gt.txt", people=3, frames=30)
+    assert main(["bench", "--tracking", "--gt", str(gt), "--seeds", "1", "--levels", "clean", "hard"]) == 0
+    out = capsys.readouterr().out
+    assert "| clean | this project | 100.0 |" in out
+    assert "| hard | this project |" in out
+
+
+def test_an_unknown_level_is_a_one_line_error(tmp_path, capsys):
+    gt = write_gt(tmp_path / "gt.txt")
+    assert main(["bench", "--tracking", "--gt", str(gt), "--levels", "extreme"]) == 2
+    assert "--levels: unknown extreme" in capsys.readouterr().err
