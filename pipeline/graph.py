@@ -34,6 +34,7 @@ from pipeline.runtime.stage import RunControl, Stage
 from pipeline.runtime.threads import Capacity
 from pipeline.side_outputs import SideOutputs
 from pipeline.sinks.sink import SinkStage
+from pipeline.sinks.views import converts_every_frame
 from pipeline.sources.camera import VideoSource
 from pipeline.stages import STAGES
 from pipeline.stages.build import BuildContext
@@ -73,11 +74,11 @@ class Pipeline:
         self.ingress = Ingress(f"{entry.stage_name}.lanes", self.engines.policy(entry.model).target,
                                on_drop=lambda item, why: self.metrics.drop(item.camera, why))
         self.metrics.queues[self.ingress.name] = self.ingress
-        ctx = BuildContext(cfg, self.metrics, self.control, self.engines, self.ingress)
-        self.stages = [STAGES[type(spec)].from_spec(spec, ctx) for spec in cfg.graph]
         self.side = SideOutputs(self)
+        ctx = BuildContext(cfg, self.metrics, self.control, self.engines, self.ingress, self.side.views)
+        self.stages = [STAGES[type(spec)].from_spec(spec, ctx) for spec in cfg.graph]
         self.sink = SinkStage(cfg.outputs, self.metrics, self.control, Capacity(self.plan.cores),
-                              cfg.runtime.queue_size, self.side.evidence, self.side.preview)
+                              cfg.runtime.queue_size, self.side.evidence, self.side.preview, self.side.views)
         for a, b in zip(self.stages, [*self.stages[1:], self.sink]):
             a.emit = b.accept
         self.stages.append(self.sink)
@@ -89,8 +90,8 @@ class Pipeline:
         self.sink.add_camera(s.id, bool(s.live), resume)
         port = self.ingress.add_camera(s.id, s.queue.size or self.ingress.read_budget, s.queue.policy)
         self.plan.add_camera(s.thread_count)
-        source = VideoSource(s, Preprocessor(self.config.detector), port, self.metrics, self.control,
-                             self.max_frames, resume)
+        preprocess = Preprocessor(self.config.detector, from_picture=not converts_every_frame(self.config))
+        source = VideoSource(s, preprocess, port, self.metrics, self.control, self.max_frames, resume)
         self.sources.append(source)
         return source
 

@@ -1,4 +1,5 @@
-"""The files each camera writes: its annotated video and its JSON lines.
+"""The files each camera writes: its annotated video (each frame's `view` the video takes,
+`sinks.views`) and its JSON lines (every frame).
 
 The two outputs fail separately: a video writer that fails (disk full, a folder that
 vanished) stops that camera's video loudly (one error line, the camera's detail, the
@@ -23,6 +24,7 @@ from pipeline.sinks.encoder import OnPacket, VideoWriter, segment_path
 from pipeline.sinks.jsonl import JsonlFiles, frame_record
 from pipeline.sinks.lease import Fenced, Lease
 from pipeline.sinks.segments import START, CameraSegments, last_stamp
+from pipeline.sinks.views import Views
 
 log = logging.getLogger("pipeline.sink")
 
@@ -40,9 +42,10 @@ class CameraOutputs:
     video and JSON lines move to their next files together, at the same frame; see
     `sinks.segments`. `is_open` tells retention which files are still being written."""
 
-    def __init__(self, outputs: OutputsConfig, metrics: Metrics, stage: str = "sink"):
+    def __init__(self, outputs: OutputsConfig, metrics: Metrics, stage: str = "sink", views: Views | None = None):
         self.outputs = outputs
         self.metrics = metrics
+        self.views = views or Views(outputs.video)  # decided here where the graph has no annotate stage
         self.stage = stage  # the stage its errors are counted against
         self.video: dict[str, VideoWriter] = {}
         self.jsonl = JsonlFiles(outputs.jsonl, outputs.jsonl_path)
@@ -86,15 +89,20 @@ class CameraOutputs:
         cam = frame.camera
         if cam in self.fenced:
             return
+        if not self.views.annotated:
+            self.views.show(frame)  # a graph that draws nothing: its frames are shown as decoded
         writer = self.video.get(cam)
+        view = frame.view if frame.view is not None and frame.view.video else None  # None: not in the video
         seg = self.segments.get(cam)
-        start = seg.next(frame, writer is not None and writer.resized(frame)) if seg is not None else None
+        start = seg.next(frame, writer is not None and view is not None and writer.resized(view.image)) \
+            if seg is not None else None
         try:
             if writer is not None and f"{cam}/video" not in self.failed:
                 try:
                     if start is not None:
                         writer.cut(self.outputs.video_path(cam, start))
-                    writer.write(frame)
+                    if view is not None:
+                        writer.write(frame, view.image)
                 except Fenced:
                     raise
                 except Exception as e:
@@ -153,6 +161,8 @@ class CameraOutputs:
             self.video.pop(cam, None)
             self.jsonl.writers.pop(cam, None)
             self.segments.pop(cam, None)
+            if not self.views.annotated:
+                self.views.end(cam)
             self.metrics.outputs_closed(cam)
 
     def _fail(self, cam: str, output: str, error: BaseException) -> None:

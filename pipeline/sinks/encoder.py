@@ -31,6 +31,7 @@ from typing import Callable
 
 import av
 import cv2
+import numpy as np
 
 from pipeline.config import VideoOutputConfig
 from pipeline.errors import one_line
@@ -85,9 +86,9 @@ def encoder_problem(config: VideoOutputConfig) -> str | None:
     return "cannot open the encoder with the configured options (" + "; ".join(errors) + ")"
 
 
-def padded_size(frame: Frame) -> tuple[int, int]:
+def padded_size(image: np.ndarray) -> tuple[int, int]:
     """The size the encoder gets: 4:2:0 needs even sizes, so an odd one gains a pixel."""
-    h, w = frame.image.shape[:2]
+    h, w = image.shape[:2]
     return w + (w & 1), h + (h & 1)
 
 
@@ -203,25 +204,29 @@ class VideoWriter:
         """An opened encoder stream: opening here (not at the first packet) is what lets a
         missing hardware encoder fall back before anything is written."""
         assert self._time_base is not None
-        return open_encoder(container, codec, self.config, frame.rate or Fraction(25), self._time_base, width, height,
-                            self.encoder_threads)
+        rate = frame.rate or Fraction(25)
+        if self.config.fps is not None:
+            rate = min(rate, Fraction(self.config.fps).limit_denominator(1001))
+        return open_encoder(container, codec, self.config, rate, self._time_base, width, height, self.encoder_threads)
 
-    def resized(self, frame: Frame) -> bool:
-        """Whether `frame` cannot go into the open file (another size)."""
-        return self._container is not None and self._size != padded_size(frame)
+    def resized(self, image: np.ndarray) -> bool:
+        """Whether `image` cannot go into the open file (another size)."""
+        return self._container is not None and self._size != padded_size(image)
 
     def cut(self, path: str) -> None:
         """Finish the current file; the next frame starts `path`."""
         self.close()
         self.file = path
 
-    def write(self, frame: Frame) -> None:
-        image = frame.image
+    def write(self, frame: Frame, image: np.ndarray | None = None) -> None:
+        """Encode `image` (default: the frame's picture) at the frame's time."""
+        if image is None:
+            image = frame.image
         h, w = image.shape[:2]
-        ew, eh = padded_size(frame)
+        ew, eh = padded_size(image)
         if (ew, eh) != (w, h):
             image = cv2.copyMakeBorder(image, 0, eh - h, 0, ew - w, cv2.BORDER_REPLICATE)
-        if self.resized(frame):
+        if self.resized(image):
             log.info("%s: frame size changed %s -> %dx%d, starting a new segment", self.path, self._size, ew, eh)
             self.segment += 1
             self.cut(segment_path(self.path, self.segment))
