@@ -213,6 +213,31 @@ def _add_cluster(sub) -> None:
     cluster.set_defaults(func=cmd_cluster)
 
 
+def _add_bench(sub) -> None:
+    bench = sub.add_parser("bench", help="sync baseline vs pipeline vs the machine's limit")
+    bench.add_argument("--config", required=True)
+    bench.add_argument("--camera-count", type=int, default=4, help="cameras: the config's sources repeated to N")
+    bench.add_argument("--frames", type=int, default=200, help="frames per camera")
+    bench.add_argument("--out", default="bench")
+    bench.add_argument("--live", action="store_true", help="add the paced overload case (latency under load)")
+    bench.add_argument("--live-seconds", type=float, default=20.0, help="length of each live run")
+    bench.add_argument("--load-sweep", action="store_true",
+                       help="the latency-load curve: tuned loop and pipeline at 25..150%% of the limit")
+    bench.add_argument("--no-cases", action="store_true",
+                       help="skip the detector and classifier throughput cases (run only --live, --load-sweep, --web)")
+    bench.add_argument("--web", action="store_true",
+                       help="the live view: its cost when nobody watches, its latency when someone does")
+    bench.add_argument("--sweep", nargs="*", metavar="KEY=V1,V2",
+                       help="extra pipeline runs, e.g. max_batch=1,4,8 max_wait_ms=0,10")
+    bench.add_argument("--density", metavar="CLIP",
+                       help="only: the most paced live cameras of CLIP held, as configured and with default outputs; "
+                            "CLIP: a file or a made clip (1080p, 1080p-bframes, 360p, 1080p-idle); levels of "
+                            "--live-seconds")
+    bench.add_argument("--fps", type=int, help="with --density: the made clip's frame rate (default 15)")
+    bench.add_argument("--runs", type=int, default=1, help="with --density: rounds, each figure their median")
+    bench.set_defaults(func=cmd_bench)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pipeline", description="Multi-camera video analytics on ONNX Runtime")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -253,22 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     optimize.add_argument("--threads", type=int, help="intra-op threads when timing (default: every core)")
     optimize.add_argument("--config", help="take the model's settings from this config (default: from the file)")
     optimize.add_argument("--model", help="with --config: the model's name under `models`")
-    bench = sub.add_parser("bench", help="sync baseline vs pipeline vs the machine's limit")
-    bench.add_argument("--config", required=True)
-    bench.add_argument("--camera-count", type=int, default=4, help="cameras: the config's sources repeated to N")
-    bench.add_argument("--frames", type=int, default=200, help="frames per camera")
-    bench.add_argument("--out", default="bench")
-    bench.add_argument("--live", action="store_true", help="add the paced overload case (latency under load)")
-    bench.add_argument("--live-seconds", type=float, default=20.0, help="length of each live run")
-    bench.add_argument("--load-sweep", action="store_true",
-                       help="the latency-load curve: tuned loop and pipeline at 25..150%% of the limit")
-    bench.add_argument("--no-cases", action="store_true",
-                       help="skip the detector and classifier throughput cases (run only --live, --load-sweep, --web)")
-    bench.add_argument("--web", action="store_true",
-                       help="the live view: its cost when nobody watches, its latency when someone does")
-    bench.add_argument("--sweep", nargs="*", metavar="KEY=V1,V2",
-                       help="extra pipeline runs, e.g. max_batch=1,4,8 max_wait_ms=0,10")
-    bench.set_defaults(func=cmd_bench)
+    _add_bench(sub)
     return parser
 
 

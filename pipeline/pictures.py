@@ -5,8 +5,8 @@ The decoder's YUV 4:2:0 planes are scaled the way OpenCV scales a BGR picture, a
 the small result is converted, by the same conversion (`to_ndarray`, honouring the
 picture's colour space and range) as a full-size frame: scaling and colour conversion are
 both linear, so the pixels agree with "convert, then scale" within rounding, at about
-half the cost at 1080p (0.6 against 1.2-1.7 ms to the detector's 416 on this machine's
-cores). Other pixel formats (hardware decoders' NV12, 4:2:2) take that longer way.
+half the cost at 1080p (`scripts/picture_costs.py`). Other pixel formats (hardware
+decoders' NV12, 4:2:2) take that longer way.
 """
 from __future__ import annotations
 
