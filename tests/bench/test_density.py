@@ -31,6 +31,13 @@ def test_a_level_is_held_under_1_percent_dropped_and_a_p99_under_1_s(tmp_path, s
     assert judge(snap(200.0))["cpu_percent"] == 50.0
 
 
+def test_the_warm_up_is_not_judged(tmp_path, sample_path, model_path):
+    cfg = config(tmp_path, sample_path, model_path, {"jsonl": {"enabled": False}})
+    early, final = snap(5000.0, decoded=100, dropped=50), snap(5000.0, decoded=1100, dropped=55)  # a slow start
+    got = density.judge(cfg, final, str(tmp_path), 1, 10.0, 5.0, None, early, [0.1] * 99 + [2.0])
+    assert got["held"] and (got["decoded"], got["dropped"], got["p99_ms"]) == (1000, 0.005, 119.0)
+
+
 def test_a_level_whose_json_lines_miss_frames_is_not_held(tmp_path, sample_path, model_path):
     cfg = config(tmp_path, sample_path, model_path)
     (tmp_path / "detections.jsonl").write_text('{"camera": "cam0"}\n' * 999)
