@@ -21,7 +21,7 @@ import time
 
 import cv2
 
-from pipeline.config import Config, SourceConfig, entry_stage
+from pipeline.config import Config, ConfigError, SourceConfig, cameras_problem, entry_stage
 from pipeline.engines.engine_registry import EngineRegistry
 from pipeline.engines.model_check import OpenModel, open_models
 from pipeline.engines.plan import ThreadPlan, plan_threads
@@ -70,6 +70,9 @@ class Pipeline:
     # -- building -------------------------------------------------------------------------
     def _build(self) -> None:
         cfg = self.config
+        too_many = cameras_problem(cfg.sources, cfg.outputs)
+        if too_many:
+            raise ConfigError([f"sources: {too_many}"])
         entry = entry_stage(cfg.graph)
         assert entry is not None, "read_graph refuses a graph that does not start with its entry stage"
         # Little's law: the batches in flight keep the detector busy; file frames waiting
@@ -81,7 +84,8 @@ class Pipeline:
         ctx = BuildContext(cfg, self.metrics, self.control, self.engines, self.ingress, self.side.views)
         self.stages = [STAGES[type(spec)].from_spec(spec, ctx) for spec in cfg.graph]
         self.sink = SinkStage(cfg.outputs, self.metrics, self.control, Capacity(self.plan.cores),
-                              cfg.runtime.queue_size, self.side.evidence, self.side.preview, self.side.views)
+                              cfg.runtime.queue_size, self.side.evidence, self.side.preview, self.side.index,
+                              self.side.views)
         for a, b in zip(self.stages, [*self.stages[1:], self.sink]):
             a.emit = b.accept
         self.stages.append(self.sink)
@@ -102,10 +106,15 @@ class Pipeline:
     def add_camera(self, source: SourceConfig, resume: Resume = Resume()) -> None:
         """Start one more camera while running (its analytics, if any, come from the graph's
         specs); `resume` picks up a camera that ran elsewhere. The id must not be running
-        (`CameraInUse`): its files and counters are one camera's."""
+        (`CameraInUse`): its files and counters are one camera's; and the cameras with it
+        must fit the machine (`ConfigError` naming the limit)."""
         with self._adding:
             if source.id in self.cameras() or any(s.camera == source.id and s.running for s in self.sources):
                 raise CameraInUse(f"camera {source.id} is already running")
+            running = [s.config for s in self.sources if s.running]
+            too_many = cameras_problem([*running, source], self.config.outputs)
+            if too_many:
+                raise ConfigError([f"camera {source.id} cannot be added: {too_many}"])
             self.sources = [s for s in self.sources if s.camera != source.id]
             started = self._source(source, resume)
             if self.started:
@@ -168,6 +177,10 @@ class Pipeline:
     def is_open(self, path: str) -> bool:
         """Whether a camera's file at `path` is still being written."""
         return self.sink.files.is_open(path)
+
+    def cameras_written(self) -> set[str]:
+        """The cameras whose outputs were opened in this run (their files are this run's)."""
+        return set(self.sink.files.ran)
 
     @property
     def outputs_failed(self) -> dict[str, str]:

@@ -2,10 +2,11 @@
 destinations, the events' evidence (snapshots, clips) and the live page's recent
 events, the disk budget, and the live view with its web server; each only where the
 config asks for it. Which frames are shown, and in what picture (`Views`), follows from
-the video's settings and the live view's viewers. The graph starts, aborts and closes them with the run."""
+the video's settings and the live view's viewers. The graph starts, aborts and closes
+them with the run."""
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Collection, Protocol
 
 from pipeline.config import Config
 from pipeline.control import CameraControl, Runs
@@ -15,6 +16,7 @@ from pipeline.sinks.events import EventPublisher
 from pipeline.sinks.preview import Preview
 from pipeline.sinks.retention import OutputRetention
 from pipeline.sinks.views import Views, annotates
+from pipeline.sinks.written import WrittenIndex
 from pipeline.web.server import WebServer
 
 class Run(Runs, Protocol):
@@ -29,6 +31,10 @@ class Run(Runs, Protocol):
         """Whether the run still writes this file (retention leaves it)."""
         ...
 
+    def cameras_written(self) -> Collection[str]:
+        """The cameras whose files this run wrote (retention removes only theirs)."""
+        ...
+
 
 class SideOutputs:
     def __init__(self, pipeline: Run):
@@ -38,14 +44,17 @@ class SideOutputs:
         if self.events is not None:
             pipeline.metrics.state_listeners.append(self.events.camera_state)
         self.recent = RecentEvents()
+        self.index = WrittenIndex(out.dir)  # what the run wrote: retention removes nothing else
         self.preview: Preview | None = None
         if out.web is not None:
             self.preview = Preview(out.web.fps, out.web.quality, out.web.width)
         self.views = Views(out.video, annotates(pipeline.config), self.preview.wants if self.preview else None)
         self.evidence = EventEvidence(out.dir, out.events, self.events, self.recent,
-                                      on_lost=pipeline.metrics.snapshot_lost, picture=self.views.snapshot)
+                                      on_lost=pipeline.metrics.snapshot_lost, on_file=self.index.add,
+                                      picture=self.views.snapshot)
         self.retention = OutputRetention(
-            out, lambda path: pipeline.is_open(path) or self.evidence.is_open(path), pipeline.metrics)
+            out, lambda path: pipeline.is_open(path) or self.evidence.is_open(path), pipeline.metrics,
+            self.index, cameras=pipeline.cameras_written)
         self.web: WebServer | None = None
         if out.web is not None and self.preview is not None:
             control = CameraControl(pipeline, pipeline.config) if out.web.control else None

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from pipeline.config.limits import LINES, POINTS, ZONES, over
 from pipeline.config.models import ModelConfig
 from pipeline.config.schema import INVALID, Reader, internal, non_negative, option, positive, within
 
@@ -145,6 +146,9 @@ def read_points(count: int | None) -> Any:
         if not ok:
             r.problem(where, f"expected {count or '3 or more'} [x, y] points")
             return INVALID
+        if len(arr) > POINTS:
+            r.problem(where, over(len(arr), POINTS, "points of a polygon"))
+            return INVALID
         if count == 2 and np.allclose(arr[0], arr[1]):
             r.problem(where, "the two points are the same: a line needs a length")
             return INVALID
@@ -177,10 +181,17 @@ class ZoneSpec(_CountingSpec):
     polygon: list[tuple[float, float]] = option(read=read_points(None), doc="3 or more [x, y] points")
 
 
+def count_problem(items: list, limit: int, what: str) -> str | None:
+    """Lines and zones are checked against every track on every frame: their number is bounded."""
+    return None if len(items) <= limit else over(len(items), limit, what)
+
+
 @dataclass(kw_only=True)
 class CameraAnalyticsSpec:
-    lines: list[LineSpec] = option(factory=list, doc="counting lines")
-    zones: list[ZoneSpec] = option(factory=list, doc="zones")
+    lines: list[LineSpec] = option(factory=list, check=lambda v: count_problem(v, LINES, "lines per camera"),
+                                   doc=f"counting lines (at most {LINES})")
+    zones: list[ZoneSpec] = option(factory=list, check=lambda v: count_problem(v, ZONES, "zones per camera"),
+                                   doc=f"zones (at most {ZONES})")
 
 
 @dataclass(kw_only=True)

@@ -22,6 +22,7 @@ from pipeline.sinks.event_evidence import EventEvidence
 from pipeline.sinks.camera_files import CameraOutputs
 from pipeline.sinks.preview import Preview
 from pipeline.sinks.views import Views
+from pipeline.sinks.written import WrittenIndex
 
 log = logging.getLogger("pipeline.sink")
 
@@ -34,8 +35,9 @@ class SinkStage:
     name = "sink"
 
     def __init__(self, outputs: OutputsConfig, metrics: Metrics, control: RunControl, capacity: Capacity,
-                 queue_size: int, evidence: EventEvidence, preview: Preview | None = None, views: Views | None = None):
-        self.files = CameraOutputs(outputs, metrics, self.name,
+                 queue_size: int, evidence: EventEvidence, preview: Preview | None = None,
+                 index: WrittenIndex | None = None, views: Views | None = None):
+        self.files = CameraOutputs(outputs, metrics, self.name, index,
                                    views or Views(outputs.video, wants=preview.wants if preview is not None else None))
         self.evidence = evidence  # every event: its snapshot and clip, then the panel and the destinations
         self.preview = preview    # the live view: offered every frame, keeps only watched cameras' newest

@@ -65,6 +65,12 @@ class Views:
             frame.view = self._view(frame, video)
         return frame.view
 
+    def video_picture(self, frame: Frame) -> np.ndarray | None:
+        """The picture of `frame` the annotated video takes (None: it skips the frame),
+        decided here where the graph has no annotate stage to decide."""
+        view = frame.view if self.annotated else self.show(frame)
+        return view.image if view is not None and view.video else None
+
     def _due(self, frame: Frame) -> bool:
         if self.fps is None:
             return True
