@@ -256,6 +256,12 @@ def _add_bench(sub) -> None:
     bench.add_argument("--gt", nargs="+", metavar="PATH",
                        help="with --tracking: MOTChallenge gt.txt files (default: TUD-Campus and TUD-Stadtmitte from "
                             "py-motmetrics)")
+    bench.add_argument("--density", metavar="CLIP",
+                       help="only: the most paced live cameras of CLIP held, as configured and with default outputs; "
+                            "CLIP: a file or a made clip (1080p, 1080p-bframes, 360p, 1080p-idle); levels of "
+                            "--live-seconds")
+    bench.add_argument("--fps", type=int, help="with --density: the made clip's frame rate (default 15)")
+    bench.add_argument("--runs", type=int, default=1, help="with --density: rounds, each figure their median")
     bench.set_defaults(func=cmd_bench)
 
 

@@ -4,7 +4,8 @@ and the analytics lines and zones with this frame's counts.
 
 Labels go above their box when there is room; where another label already took that
 place they go inside the top of the box, then below it, so overlapping objects keep
-readable labels. Line width and font scale follow the frame size.
+readable labels. Line width and font scale follow the size of the picture drawn on; a
+picture scaled down from the frame (`scale`) gets the frame's coordinates scaled with it.
 """
 from __future__ import annotations
 
@@ -63,45 +64,48 @@ def place_label(box: tuple[int, int, int, int], size: tuple[int, int], frame: tu
     return (x, y, x + w, y + h)
 
 
-def draw_detections(image: np.ndarray, det: Detections | None) -> None:
+def draw_detections(image: np.ndarray, det: Detections | None, scale: float = 1.0) -> None:
     if det is None or len(det) == 0:
         return
+    boxes = det.xyxy * scale if scale != 1.0 else det.xyxy
     h, w = image.shape[:2]
     thickness = max(1, round(h / 360))
-    scale = max(0.4, h / 1200)
-    (_, line_h), base = cv2.getTextSize("Ag", FONT, scale, 1)
+    font = max(0.4, h / 1200)
+    (_, line_h), base = cv2.getTextSize("Ag", FONT, font, 1)
     step = line_h + base + 2
     taken: list[tuple[int, int, int, int]] = []
     order = np.argsort(-det.score)  # the most confident objects get the best label places
     for i in order:
-        x1, y1, x2, y2 = (int(round(v)) for v in det.xyxy[i])
+        x1, y1, x2, y2 = (int(round(v)) for v in boxes[i])
         color = class_color(int(det.class_id[i]))
         cv2.rectangle(image, (x1, y1), (x2, y2), color, thickness, cv2.LINE_AA)
         lines = label_lines(det, int(i))
-        width = max(cv2.getTextSize(t, FONT, scale, 1)[0][0] for t in lines) + 4
+        width = max(cv2.getTextSize(t, FONT, font, 1)[0][0] for t in lines) + 4
         rect = place_label((x1, y1, x2, y2), (width, step * len(lines)), (w, h), taken)
         taken.append(rect)
         cv2.rectangle(image, rect[:2], (rect[2] - 1, rect[3] - 1), color, -1)
         for k, text in enumerate(lines):
-            cv2.putText(image, text, (rect[0] + 2, rect[1] + k * step + line_h + 1), FONT, scale, text_color(color),
+            cv2.putText(image, text, (rect[0] + 2, rect[1] + k * step + line_h + 1), FONT, font, text_color(color),
                         1, cv2.LINE_AA)
 
 
-def draw_analytics(image: np.ndarray, frame: Frame) -> None:
+def draw_analytics(image: np.ndarray, frame: Frame, scale: float = 1.0) -> None:
     """This frame's zones (objects inside) and counting lines (in/out so far)."""
-    scale = max(0.4, image.shape[0] / 1200)
+    font = max(0.4, image.shape[0] / 1200)
     for zone in frame.zones:
-        cv2.polylines(image, [zone.polygon.astype(np.int32)], True, ZONE_COLOR, 2, cv2.LINE_AA)
-        x, y = zone.polygon[0, 0]
-        cv2.putText(image, f"{zone.name}: {zone.inside} inside", (int(x) + 4, int(y) + 16), FONT, scale, ZONE_COLOR,
+        polygon = zone.polygon * scale
+        cv2.polylines(image, [polygon.astype(np.int32)], True, ZONE_COLOR, 2, cv2.LINE_AA)
+        x, y = polygon[0, 0]
+        cv2.putText(image, f"{zone.name}: {zone.inside} inside", (int(x) + 4, int(y) + 16), FONT, font, ZONE_COLOR,
                     1, cv2.LINE_AA)
     for line in frame.lines:
-        a, b = tuple(int(v) for v in line.a), tuple(int(v) for v in line.b)
+        a, b = tuple(int(v * scale) for v in line.a), tuple(int(v * scale) for v in line.b)
         cv2.line(image, a, b, LINE_COLOR, 2, cv2.LINE_AA)
-        cv2.putText(image, f"{line.name}: in {line.into} out {line.out}", (a[0] + 4, max(12, a[1] - 6)), FONT, scale,
+        cv2.putText(image, f"{line.name}: in {line.into} out {line.out}", (a[0] + 4, max(12, a[1] - 6)), FONT, font,
                     LINE_COLOR, 1, cv2.LINE_AA)
 
 
-def draw(image: np.ndarray, frame: Frame) -> None:
-    draw_analytics(image, frame)
-    draw_detections(image, frame.detections)
+def draw(image: np.ndarray, frame: Frame, scale: float = 1.0) -> None:
+    """Draw `frame`'s results on `image`: the frame's picture, or a copy of it scaled by `scale`."""
+    draw_analytics(image, frame, scale)
+    draw_detections(image, frame.detections, scale)

@@ -163,6 +163,18 @@ class Event:
 
 
 @dataclass
+class View:
+    """The picture a frame is shown in (its annotated video, the live view): the frame's
+    own picture (`scale` 1) or a copy scaled down by `scale`, on which its results are
+    drawn; `video`: the annotated video takes it (its rate may skip frames the live
+    view shows)."""
+
+    image: np.ndarray = field(repr=False)
+    scale: float
+    video: bool
+
+
+@dataclass
 class Frame:
     """One decoded picture of one camera on its way through the graph.
 
@@ -172,7 +184,8 @@ class Frame:
 
     `image` is the BGR picture, made from the decoded `picture` (an `av.VideoFrame`) the
     first time a stage asks for it: a frame nobody draws on, crops or shows is never
-    converted (`converted` says whether it was).
+    converted (`converted` says whether it was). `view` is the picture it is shown in,
+    where it is shown (`sinks.views`).
     """
 
     camera: str
@@ -193,6 +206,15 @@ class Frame:
     stamps: dict[str, float] = field(default_factory=dict)
     picture: Any = field(default=None, repr=False)  # the decoded av.VideoFrame, until converted
     record_time: float | None = None  # its time on the camera's recording's timeline (None: not recorded)
+    view: View | None = None
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """Its width and height, without converting it."""
+        if not self.converted and self.picture is not None:  # type: ignore[attr-defined]
+            return self.picture.width, self.picture.height
+        h, w = self.image.shape[:2]
+        return w, h
 
     def stamp(self, boundary: str) -> None:
         self.stamps[boundary] = time.perf_counter()

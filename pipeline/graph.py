@@ -36,6 +36,7 @@ from pipeline.runtime.stage import RunControl, Stage
 from pipeline.runtime.threads import Capacity
 from pipeline.side_outputs import SideOutputs
 from pipeline.sinks.sink import SinkStage
+from pipeline.sinks.views import converts_every_frame
 from pipeline.sources.camera import VideoSource
 from pipeline.stages import STAGES
 from pipeline.stages.build import BuildContext
@@ -54,12 +55,11 @@ class Pipeline:
         self._adding = threading.Lock()  # cameras added while running: one at a time
         self.stages: list[Stage] = []
         self.started = False
-        base_threads = thread_count()
         try:
             opened, problems = open_models(config, models)
             if problems:
                 raise ModelError(*problems)
-            self.plan: ThreadPlan = plan_threads(config, base_threads, {n for n, m in opened.items() if m.on_gpu})
+            self.plan: ThreadPlan = plan_threads(config, thread_count(), {n for n, m in opened.items() if m.on_gpu})
             self.engines = EngineRegistry(config, self.plan, opened, self.metrics)
             self._build()
         except BaseException:
@@ -79,11 +79,12 @@ class Pipeline:
         self.ingress = Ingress(f"{entry.stage_name}.lanes", self.engines.policy(entry.model).target,
                                on_drop=lambda item, why: self.metrics.drop(item.camera, why))
         self.metrics.queues[self.ingress.name] = self.ingress
-        ctx = BuildContext(cfg, self.metrics, self.control, self.engines, self.ingress)
-        self.stages = [STAGES[type(spec)].from_spec(spec, ctx) for spec in cfg.graph]
         self.side = SideOutputs(self)
+        ctx = BuildContext(cfg, self.metrics, self.control, self.engines, self.ingress, self.side.views)
+        self.stages = [STAGES[type(spec)].from_spec(spec, ctx) for spec in cfg.graph]
         self.sink = SinkStage(cfg.outputs, self.metrics, self.control, Capacity(self.plan.cores),
-                              cfg.runtime.queue_size, self.side.evidence, self.side.preview, self.side.index)
+                              cfg.runtime.queue_size, self.side.evidence, self.side.preview, self.side.index,
+                              self.side.views)
         for a, b in zip(self.stages, [*self.stages[1:], self.sink]):
             a.emit = b.accept
         self.stages.append(self.sink)
@@ -95,8 +96,9 @@ class Pipeline:
         self.sink.add_camera(s.id, bool(s.live), resume, self.config.outputs.record_for(s.record))
         port = self.ingress.add_camera(s.id, s.queue.size or self.ingress.read_budget, s.queue.policy)
         self.plan.add_camera(s.thread_count)
-        source = VideoSource(s, Preprocessor(self.config.detector), port, self.metrics, self.control,
-                             self.max_frames, resume, recording=self.sink.files.recordings.get(s.id))
+        preprocess = Preprocessor(self.config.detector, from_picture=not converts_every_frame(self.config))
+        source = VideoSource(s, preprocess, port, self.metrics, self.control, self.max_frames, resume,
+                             recording=self.sink.files.recordings.get(s.id))
         self.sources.append(source)
         return source
 

@@ -1,7 +1,9 @@
 """What the sink feeds besides each camera's files, for the whole run: the event
 destinations, the events' evidence (snapshots, clips) and the live page's recent
 events, the disk budget, and the live view with its web server; each only where the
-config asks for it. The graph starts, aborts and closes them with the run."""
+config asks for it. Which frames are shown, and in what picture (`Views`), follows from
+the video's settings and the live view's viewers. The graph starts, aborts and closes
+them with the run."""
 from __future__ import annotations
 
 from typing import Mapping, Protocol
@@ -13,6 +15,7 @@ from pipeline.sinks.event_evidence import EventEvidence, RecentEvents
 from pipeline.sinks.events import EventPublisher
 from pipeline.sinks.preview import Preview
 from pipeline.sinks.retention import OutputRetention
+from pipeline.sinks.views import Views, annotates
 from pipeline.sinks.written import WrittenIndex
 from pipeline.web.server import WebServer
 
@@ -43,15 +46,18 @@ class SideOutputs:
             pipeline.metrics.state_listeners.append(self.events.camera_state)
         self.recent = RecentEvents()
         self.index = WrittenIndex(out.dir)  # what the run wrote: retention removes nothing else
+        self.preview: Preview | None = None
+        if out.web is not None:
+            self.preview = Preview(out.web.fps, out.web.quality, out.web.width)
+        self.views = Views(out.video, annotates(pipeline.config), self.preview.wants if self.preview else None)
         self.evidence = EventEvidence(out.dir, out.events, self.events, self.recent,
-                                      on_lost=pipeline.metrics.snapshot_lost, on_file=self.index.add)
+                                      on_lost=pipeline.metrics.snapshot_lost, on_file=self.index.add,
+                                      picture=self.views.snapshot)
         self.retention = OutputRetention(
             out, lambda path: pipeline.is_open(path) or self.evidence.is_open(path), pipeline.metrics,
             self.index, cameras=pipeline.cameras_written)
-        self.preview: Preview | None = None
         self.web: WebServer | None = None
-        if out.web is not None:
-            self.preview = Preview(out.web.fps, out.web.quality, out.web.width)
+        if out.web is not None and self.preview is not None:
             control = CameraControl(pipeline, pipeline.config) if out.web.control else None
             self.web = WebServer(out.web, pipeline.snapshot, self.preview, cameras=lambda: pipeline.metrics.cameras,
                                  events=self.recent.newest, evidence_dir=out.dir, control=control)

@@ -18,7 +18,7 @@ FLOORS = [
     ["redact"],
     ["config"],
     ["metrics"],
-    ["runtime", "preprocess", "decoders", "drawing"],
+    ["runtime", "pictures", "preprocess", "decoders", "drawing"],
     ["engines", "catalog"],
     ["sources", "stages", "sinks"],
     ["control"],

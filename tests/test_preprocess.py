@@ -53,3 +53,62 @@ def test_boxes_mapped_back_are_clipped_to_the_frame():
     mapped = box.to_frame(np.array([[-20, -5, 500, 400], [10, 10, 100, 100]], np.float32))
     np.testing.assert_allclose(mapped, [[0, 0, 640, 272], [10 / box.scale_x, 10 / box.scale_y,
                                                           100 / box.scale_x, 100 / box.scale_y]], rtol=1e-5)
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    lo, hi = np.maximum(a[:, None, :2], b[None, :, :2]), np.minimum(a[:, None, 2:], b[None, :, 2:])
+    inter = np.prod(np.clip(hi - lo, 0, None), axis=2)
+    area = lambda z: np.prod(z[:, 2:] - z[:, :2], axis=1)  # noqa: E731
+    return inter / (area(a)[:, None] + area(b)[None, :] - inter + 1e-9)
+
+
+def _matched(a, b) -> list[float]:
+    """For each box of `a`, its best IoU with a box of the same class in `b`."""
+    if not len(a[0]):
+        return []
+    if not len(b[0]):
+        return [0.0] * len(a[0])
+    return list((_iou(a[0], b[0]) * (a[1][:, None] == b[1][None, :])).max(1))
+
+
+@pytest.mark.parametrize("clip,size", [("vtest.mp4", (1920, 1080)), ("bikes.mp4", None)])
+def test_the_detector_input_made_from_the_decoded_picture_gives_the_boxes_of_the_bgr_picture(
+        clip, size, sample_path, model_path, tmp_path):
+    """The tolerance the README states: of either way's boxes, 90% have a box of the same
+    class at IoU >= 0.5 in the other, with a median IoU of 0.95 or more."""
+    import av
+    import onnxruntime as ort
+
+    from conftest import detector_model
+    from pipeline.config import parse_config
+    from pipeline.decoders.layouts import DetectionDecoder
+    from pipeline.frames import Frame
+
+    config = parse_config({"sources": [{"id": "c", "uri": sample_path(clip)}], "graph": [{"detect": {"model": "detector"}}],
+                           "models": {"detector": detector_model(model_path)}}, tmp_path)
+    m = config.detector
+    session = ort.InferenceSession(m.path, providers=["CPUExecutionProvider"])
+    decoder = DetectionDecoder(m)
+
+    def boxes(model_input, box):
+        out = session.run(None, {session.get_inputs()[0].name: model_input.numpy()[None]})
+        det = decoder.decode(out, 1)[0]
+        return box.to_frame(det.xyxy), det.class_id
+
+    bgr_way, picture_way = Preprocessor(m), Preprocessor(m, from_picture=True)
+    ious = []
+    with av.open(sample_path(clip)) as c:
+        for i, vf in enumerate(c.decode(video=0)):
+            if i >= 60:
+                break
+            if i % 6:
+                continue
+            vf = vf.reformat(*size, "yuv420p") if size else vf
+            frame = Frame(camera="c", seq=i, pts=None, time_base=None, image=None, t_capture=0.0, picture=vf)
+            by_picture = boxes(*picture_way.frame(frame))
+            assert not frame.converted
+            by_bgr = boxes(*bgr_way.frame(frame))
+            ious += _matched(by_bgr, by_picture) + _matched(by_picture, by_bgr)
+    ious = np.array(ious)
+    assert len(ious) > 20
+    assert (ious >= 0.5).mean() >= 0.9 and np.median(ious) >= 0.95, ((ious >= 0.5).mean(), np.median(ious))

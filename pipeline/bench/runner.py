@@ -6,7 +6,8 @@ classify stage, `classifier`. Cameras are the config's sources repeated to `--ca
 `--live` paces every camera at its frame rate and adds cameras until the load exceeds
 the limit: it measures latency under overload (flat with drop_oldest, growing for the
 baseline's unbounded buffering). `--load-sweep` measures the whole latency-load curve
-of the tuned loop and the pipeline (`bench.sweep`).
+of the tuned loop and the pipeline (`bench.sweep`). `--density CLIP` runs only the search
+for the most cameras the machine holds (`bench.density`).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from dataclasses import asdict, replace
 
 import onnxruntime as ort
 
-from pipeline.bench import sweep, web
+from pipeline.bench import camera_clips, density, sweep, web
 from pipeline.bench.baseline import percentile_series, run_baseline
 from pipeline.bench.limit import measure_costs
 from pipeline.config import ClassifySpec, Config, QueueConfig, TrackSpec, load_config
@@ -228,6 +229,8 @@ def plot(results: dict, path: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if getattr(args, "density", None):
+        return density_main(args)
     config = load_config(args.config)
     sweeps = []
     for spec in getattr(args, "sweep", None) or []:
@@ -275,4 +278,26 @@ def main(args: argparse.Namespace) -> int:
         f.write(f"Command: `{results['command']}`  \nMachine: {results['machine']}\n\n{text}\n")
     plot(results, os.path.join(args.out, "results.png"))
     log.info("wrote %s/results.json, results.md and the plots", args.out)
+    return 0
+
+
+def density_main(args: argparse.Namespace) -> int:
+    """`--density CLIP`: the density search alone (`bench.density`)."""
+    named = args.density in camera_clips.NAMES
+    if args.fps is not None and not named:
+        raise SystemExit(f"bench: --fps sets the rate of a made clip; {args.density} plays at its own")
+    clip = camera_clips.clip(args.density, args.fps or 15) if named else os.path.abspath(args.density)
+    result = density.bench_density(load_config(args.config), clip, _rate(clip), args.live_seconds, args.runs)
+    result["machine"] = {"cores": len(os.sched_getaffinity(0)), "cpu": cpu_name(), "onnxruntime": ort.__version__}
+    result["command"] = (f"pipeline bench --config {args.config} --density {args.density}"
+                         + (f" --fps {args.fps}" if args.fps else "") + f" --live-seconds {args.live_seconds:g}"
+                         + f" --runs {args.runs}")
+    os.makedirs(args.out, exist_ok=True)
+    text = density.table(result)
+    print(text)
+    with open(os.path.join(args.out, "density.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    with open(os.path.join(args.out, "density.md"), "w") as f:
+        f.write(f"Command: `{result['command']}`  \nMachine: {result['machine']}\n\n{text}\n")
+    log.info("wrote %s/density.json and density.md", args.out)
     return 0

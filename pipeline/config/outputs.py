@@ -94,6 +94,12 @@ class VideoOutputConfig:
     segment_s: float | None = option(None, check=segment_length, shown="3600 for live cameras, off for files",
                                      doc="start a new file (and JSON lines file) every this many seconds, named by "
                                          "its start time (`{start}`, put before the extension if absent); 0: off")
+    max_height: int | None = option(None, check=within(16, 8192), shown="the camera's",
+                                    doc="draw and encode a copy scaled down to this height (e.g. 540; the frame keeps "
+                                        "its full size for crops, snapshots and the JSON lines)")
+    fps: float | None = option(None, check=positive, shown="the camera's",
+                               doc="at most this many frames per second in the video (every frame still reaches the "
+                                   "JSON lines)")
 
     def segment_for(self, live: bool) -> float | None:
         """A camera's segment length in seconds (None: one file, cut only by a resolution change)."""

@@ -1,4 +1,5 @@
-"""The files each camera writes: its annotated video, its JSON lines and its recording
+"""The files each camera writes: its annotated video (each frame's `view` the video takes,
+`sinks.views`), its JSON lines (every frame) and its recording
 (`sinks.recording`: every JSON line of a recorded camera names the recording's file and
 the frame's time in it, its boxes in the recording's pixels).
 
@@ -29,6 +30,7 @@ from pipeline.sinks.jsonl import JsonlFiles, JsonlWriter, frame_record
 from pipeline.sinks.lease import Fenced, Lease
 from pipeline.sinks.recording import Recording
 from pipeline.sinks.segments import START, CameraSegments, last_stamp
+from pipeline.sinks.views import Views
 from pipeline.sinks.written import SHARED, WrittenIndex
 
 log = logging.getLogger("pipeline.sink")
@@ -100,11 +102,12 @@ class CameraOutputs:
     `sinks.segments`. `is_open` tells retention which files are still being written."""
 
     def __init__(self, outputs: OutputsConfig, metrics: Metrics, stage: str = "sink",
-                 index: WrittenIndex | None = None):
+                 index: WrittenIndex | None = None, views: Views | None = None):
         self.outputs = outputs
         self.metrics = metrics
         self.failures = OutputFailures(metrics, stage)
         self._fail = self.failures.fail
+        self.views = views or Views(outputs.video)  # decided here where the graph has no annotate stage
         self.index = index or WrittenIndex(outputs.dir)
         self.video: dict[str, VideoWriter] = {}
         self.jsonl = JsonlFiles(outputs.jsonl, outputs.jsonl_path, self._jsonl_writer)
@@ -133,8 +136,7 @@ class CameraOutputs:
             segment = next_segment(out.video_path(cam)) if out.video.enabled else 0
             resume = replace(resume, segment=max(resume.segment, segment), append=True)
         self.ran.add(cam)
-        seg = time_segments(out, cam, live, own_jsonl=self.jsonl.shared is None)
-        if seg is not None:
+        if (seg := time_segments(out, cam, live, own_jsonl=self.jsonl.shared is None)) is not None:
             self.segments[cam] = seg
         lease = Lease(out.dir, cam, resume.epoch).check if resume.epoch else None
         if out.jsonl.enabled:
@@ -157,15 +159,17 @@ class CameraOutputs:
         cam = frame.camera
         if cam in self.fenced:
             return
+        picture = self.views.video_picture(frame)  # None: not in the video
         writer = self.video.get(cam)
         seg = self.segments.get(cam)
-        start = seg.next(frame, writer is not None and writer.needs_new_file(frame)) if seg is not None else None
+        start = seg.next(frame, writer is not None and writer.needs_new_file(picture)) if seg is not None else None
         try:
             if writer is not None and self.failures.working(cam, "video"):
                 try:
                     if start is not None:
                         writer.cut(self.outputs.video_path(cam, start))
-                    writer.write(frame)
+                    if picture is not None:
+                        writer.write(frame, picture)
                 except Fenced:
                     raise
                 except Exception as e:
@@ -239,4 +243,5 @@ class CameraOutputs:
             self.video.pop(cam, None)
             self.jsonl.writers.pop(cam, None)
             self.segments.pop(cam, None)
+            self.views.end(cam)
             self.metrics.outputs_closed(cam)

@@ -39,6 +39,7 @@ from typing import Callable
 
 import av
 import cv2
+import numpy as np
 
 from pipeline.config import VideoOutputConfig
 from pipeline.errors import one_line
@@ -103,9 +104,9 @@ def encoder_problem(config: VideoOutputConfig) -> str | None:
     return "cannot open the encoder with the configured options (" + "; ".join(errors) + ")"
 
 
-def padded_size(frame: Frame) -> tuple[int, int]:
+def padded_size(image: np.ndarray) -> tuple[int, int]:
     """The size the encoder gets: 4:2:0 needs even sizes, so an odd one gains a pixel."""
-    h, w = frame.image.shape[:2]
+    h, w = image.shape[:2]
     return w + (w & 1), h + (h & 1)
 
 
@@ -214,11 +215,10 @@ def mp4_options(fragmented: bool) -> dict[str, str]:
     return options
 
 
-def yuv_frame(frame: Frame) -> av.VideoFrame:
-    """The frame's picture as the encoder takes it: padded to even sides, I420."""
-    image = frame.image
+def yuv_frame(image: np.ndarray) -> av.VideoFrame:
+    """A picture as the encoder takes it: padded to even sides, I420."""
     h, w = image.shape[:2]
-    ew, eh = padded_size(frame)
+    ew, eh = padded_size(image)
     if (ew, eh) != (w, h):
         image = cv2.copyMakeBorder(image, 0, eh - h, 0, ew - w, cv2.BORDER_REPLICATE)
     yuv = cv2.cvtColor(image, cv2.COLOR_BGR2YUV_I420)
@@ -278,7 +278,10 @@ class VideoWriter:
         if not self.fragmented and path.endswith(MP4) and self.room.short(path, now=True):
             self._go_fragmented()
         assert self.clock.time_base is not None
-        open_stream = functools.partial(open_encoder, config=self.config, rate=frame.rate or Fraction(25),
+        rate = frame.rate or Fraction(25)
+        if self.config.fps is not None:  # the video keeps at most this many (`sinks.views`)
+            rate = min(rate, Fraction(self.config.fps).limit_denominator(1001))
+        open_stream = functools.partial(open_encoder, config=self.config, rate=rate,
                                         time_base=self.clock.time_base, width=width, height=height,
                                         threads=self.encoder_threads)
         self._container, self._stream, self.codec = with_fallback(path, self.codec, self.config,
@@ -297,14 +300,15 @@ class VideoWriter:
         return av.open(self._file, "w", format="mov" if path.endswith(".mov") else "mp4",
                        options=mp4_options(self.fragmented))
 
-    def resized(self, frame: Frame) -> bool:
-        """Whether `frame` cannot go into the open file (another size)."""
-        return self._container is not None and self._size != padded_size(frame)
+    def resized(self, image: np.ndarray) -> bool:
+        """Whether `image` cannot go into the open file (another size)."""
+        return self._container is not None and self._size != padded_size(image)
 
-    def needs_new_file(self, frame: Frame) -> bool:
-        """Whether `frame` must start the next file: another size, or a plain MP4 whose
-        index would soon not fit on the disk (from then on the files are fragmented)."""
-        return self.resized(frame) or self._low_on_space()
+    def needs_new_file(self, image: np.ndarray | None) -> bool:
+        """Whether `image` must start the next file: another size, or a plain MP4 whose
+        index would soon not fit on the disk (from then on the files are fragmented).
+        None: no picture of this frame goes into the video."""
+        return image is not None and (self.resized(image) or self._low_on_space())
 
     def _low_on_space(self) -> bool:
         if self.fragmented or self._container is None or not self.file.endswith(MP4) \
@@ -323,15 +327,17 @@ class VideoWriter:
         self.close()
         self.file = path
 
-    def write(self, frame: Frame) -> None:
+    def write(self, frame: Frame, image: np.ndarray | None = None) -> None:
+        """Encode `image` (default: the frame's picture) at the frame's time."""
+        image = frame.image if image is None else image
         self._given += 1
-        ew, eh = padded_size(frame)
-        if self.needs_new_file(frame):
-            if self.resized(frame):
+        ew, eh = padded_size(image)
+        if self.needs_new_file(image):
+            if self.resized(image):
                 log.info("%s: frame size changed %s -> %dx%d, starting a new segment", self.path, self._size, ew, eh)
             self.segment += 1
             self.cut(segment_path(self.path, self.segment))
-        vf = yuv_frame(frame)
+        vf = yuv_frame(image)
         vf.pts = self.clock.pts(frame)
         vf.time_base = self.clock.time_base
         if self._container is None:

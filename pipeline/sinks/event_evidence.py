@@ -1,5 +1,5 @@
-"""Snapshots of events: the annotated frame that confirmed an event, and the object's crop
-with a margin, as JPEG under `<outputs.dir>/events/<camera>/`.
+"""Snapshots of events: the annotated frame that confirmed an event, at its full size, and
+the object's crop with a margin, as JPEG under `<outputs.dir>/events/<camera>/`.
 
 The sink names the files when it writes the frame (so its JSON line carries the paths)
 and hands the frame to one small worker thread, which encodes the frame once however many
@@ -40,6 +40,7 @@ log = logging.getLogger("pipeline.evidence")
 RECORDING_LEAD_S = 10.0  # a recording's clip ring keeps this much more: its packets run ahead of the analysis
 
 Deliver = Callable[[list[Event], bytes | None], None]  # the frame's events (paths filled in) and its JPEG
+Picture = Callable[[Frame], np.ndarray]  # a frame's snapshot picture (`Views.snapshot`)
 LOG_EVERY_LOST = 100  # pictures lost: the first is said, then one line per this many (a full disk is one story)
 
 
@@ -58,7 +59,7 @@ OnFile = Callable[[str, str], None]  # (camera, path): a file was written (the r
 
 @dataclass
 class Job:
-    image: np.ndarray
+    frame: Frame
     frame_path: str
     crops: list[tuple[str, tuple[int, int, int, int]]]  # (path, box with margin)
     events: list[Event] = field(default_factory=list)
@@ -67,9 +68,11 @@ class Job:
 
 class Snapshots:
     def __init__(self, root: str, deliver: Deliver, quality: int = 85, margin: float = 0.2, queue_size: int = 64,
-                 on_lost: Callable[[str, int], None] | None = None, on_file: OnFile | None = None):
+                 on_lost: Callable[[str, int], None] | None = None, on_file: OnFile | None = None,
+                 picture: Picture | None = None):
         self.root = root           # outputs.dir: paths in events are relative to it
         self.deliver = deliver
+        self.picture = picture or (lambda frame: frame.image)  # made in this thread, not the sink's
         self.on_lost = on_lost     # (camera, pictures): pictures that could not be written
         self.on_file = on_file
         self.quality = quality
@@ -88,7 +91,7 @@ class Snapshots:
         the frame for encoding; the events are delivered once the files are written."""
         folder = os.path.join("events", frame.camera)
         base = f"{stamp(wall_time)}_{frame.seq}"
-        job = Job(frame.image, os.path.join(folder, f"{base}.jpg"), [], frame.events, frame.camera)
+        job = Job(frame, os.path.join(folder, f"{base}.jpg"), [], frame.events, frame.camera)
         for i, event in enumerate(frame.events):
             event.snapshot = job.frame_path
             box = self._box(frame, event)
@@ -107,7 +110,7 @@ class Snapshots:
             return None
         x1, y1, x2, y2 = det.xyxy[rows[0]]
         mx, my = (x2 - x1) * self.margin, (y2 - y1) * self.margin
-        h, w = frame.image.shape[:2]
+        w, h = frame.size
         box = (int(max(0, x1 - mx)), int(max(0, y1 - my)), int(min(w, x2 + mx)), int(min(h, y2 + my)))
         return box if box[2] > box[0] and box[3] > box[1] else None
 
@@ -128,7 +131,8 @@ class Snapshots:
         copies: the sink may still be writing the originals into the JSON lines."""
         events = [dataclasses.replace(e) for e in job.events]
         try:
-            jpeg = self._encode(job.image)
+            image = self.picture(job.frame)
+            jpeg = self._encode(image)
             self._save(job.camera, job.frame_path, jpeg)
         except Exception as e:
             why = self._lost(job, job.frame_path, e, 1 + len(job.crops))
@@ -138,7 +142,7 @@ class Snapshots:
         self.written += 1
         for path, (x1, y1, x2, y2) in job.crops:
             try:
-                self._save(job.camera, path, self._encode(job.image[y1:y2, x1:x2]))
+                self._save(job.camera, path, self._encode(image[y1:y2, x1:x2]))
             except Exception as e:
                 why = self._lost(job, path, e, 1)
                 for event in events:
@@ -212,7 +216,8 @@ class EventEvidence:
     events go to the live page's panel and to the destinations, once their snapshot exists."""
 
     def __init__(self, root: str, config: EventsConfig, publisher: EventPublisher | None, recent: RecentEvents,
-                 on_lost: Callable[[str, int], None] | None = None, on_file: OnFile | None = None):
+                 on_lost: Callable[[str, int], None] | None = None, on_file: OnFile | None = None,
+                 picture: Picture | None = None):
         self.root = root
         self.on_file = on_file
         self.publisher = publisher
@@ -220,7 +225,8 @@ class EventEvidence:
         self.clips = config.clips
         self.recorders: dict[str, ClipRecorder] = {}
         self.by_time: set[str] = set()  # cameras whose clips come from their recording: events placed by time
-        self.snapshots = Snapshots(root, self._deliver, on_lost=on_lost, on_file=on_file) if config.snapshots else None
+        self.snapshots = Snapshots(root, self._deliver, on_lost=on_lost, on_file=on_file,
+                                   picture=picture) if config.snapshots else None
 
     def start(self) -> None:
         if self.snapshots is not None:

@@ -3,8 +3,9 @@ while someone watches that camera, at most `fps` per camera.
 
 The sink offers every frame (a reference: no copy, no work); a watched camera's frame is
 taken when its last picture is about `1/fps` old and one encoder thread encodes it at
-once; the frames in between are skipped. Nobody watching costs two dictionary lookups per
-frame. A slow viewer slows only its own connection: it always gets the newest JPEG when
+once; the frames in between are skipped. A frame is shown in the picture `sinks.views`
+made for it: the annotated video's, or one made because `wants` said it would be taken.
+Nobody watching costs two dictionary lookups per frame. A slow viewer slows only its own connection: it always gets the newest JPEG when
 it is ready for one. A camera is watched while a stream is open (`watch` / `unwatch`)
 and for a while after each still picture asked for (`watch_for`): a viewer fetching
 stills at the live rate keeps it watched, and each fetch gets the newest picture, not
@@ -45,15 +46,22 @@ class Preview:
         self._thread = threading.Thread(target=self._encode_loop, name="preview", daemon=True)
         self._thread.start()
 
+    def wants(self, camera: str) -> bool:
+        """Whether the camera's next frame would be taken: it is watched and its last
+        picture is about `1/fps` old (`sinks.views` makes the picture of such a frame)."""
+        now = time.monotonic()
+        if not self._watchers.get(camera) and self._watched_until.get(camera, 0.0) < now:
+            return False
+        return now - self._last_encoded.get(camera, -1e9) >= 0.9 * self.interval
+
     def offer(self, frame: Frame) -> None:
         """Called by the sink for every frame. A watched camera's frame is taken when its
-        last picture is about `1/fps` old, and encoded at once; the others are skipped,
-        never held (holding one for later would only make the picture older)."""
+        last picture is about `1/fps` old and the frame has a picture to show, and encoded
+        at once; the others are skipped, never held (holding one for later would only make
+        the picture older)."""
+        if frame.view is None or not self.wants(frame.camera):
+            return
         now = time.monotonic()
-        if not self._watchers.get(frame.camera) and self._watched_until.get(frame.camera, 0.0) < now:
-            return
-        if now - self._last_encoded.get(frame.camera, -1e9) < 0.9 * self.interval:
-            return
         with self._cond:
             self._last_encoded[frame.camera] = now
             self._offered[frame.camera] = frame
@@ -112,7 +120,8 @@ class Preview:
                     self._cond.notify_all()
 
     def _encode(self, frame: Frame) -> Picture:
-        image = frame.image
+        assert frame.view is not None
+        image = frame.view.image
         h, w = image.shape[:2]
         if w > self.width:
             image = cv2.resize(image, (self.width, round(h * self.width / w)), interpolation=cv2.INTER_AREA)

@@ -1,6 +1,6 @@
 """What becomes of each decoded picture of a camera, in the camera's own thread: its number
 and its time on the camera's timeline (`Timeline`), the gate's verdict (`FrameGate`), a
-paced file's wait until the frame is due, and then the frame the graph gets: its BGR
+paced file's wait until the frame is due, and then the frame the graph gets: its decoded
 picture and its model input, letterboxed here.
 
 Preprocessing runs here rather than in a shared stage: it parallelises across cameras for
@@ -83,7 +83,7 @@ class Framing:
         elif self.config.detect_uri:  # the main stream is recorded: matched by time (README: "Recordings")
             frame.record_time = frame.pts_seconds
         try:
-            frame.tensor, frame.letterbox = self.preprocess(frame.image)
+            frame.tensor, frame.letterbox = self.preprocess.frame(frame)
         except Exception as e:
             self.metrics.error(self.camera)
             self.metrics.drop(self.camera, "preprocess_error")

@@ -1,6 +1,6 @@
 """What a stage is built from besides its spec: the run's config, metrics and control,
-the engines (one per model, created once and shared by the stages that use it) and the
-ingress the first stage is fed by."""
+the engines (one per model, created once and shared by the stages that use it), the
+ingress the first stage is fed by, and the frames' views (`sinks.views`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,6 +13,7 @@ from pipeline.frames import ClassNames
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.ingress import Ingress
 from pipeline.runtime.stage import RunControl
+from pipeline.sinks.views import Views
 
 
 class Engines(Protocol):
@@ -32,6 +33,7 @@ class BuildContext:
     control: RunControl
     engines: Engines
     ingress: Ingress | None = None   # the cameras' lanes, which feed the first stage
+    views: Views | None = None       # which frames are shown, and their pictures (the annotate stage draws on them)
 
     @property
     def queue_size(self) -> int:

@@ -67,12 +67,17 @@ def serve(handler: Request, path: str) -> None:
     """An event's snapshot or clip (one byte range of it when asked, for a player that seeks)."""
     evidence_dir = handler.app.evidence_dir
     real = evidence_file(evidence_dir, path) if evidence_dir else None
+    send_file(handler, real, TYPES.get(os.path.splitext(real or "")[1], ""), b"no such evidence file\n")
+
+
+def send_file(handler: Request, real: str | None, content_type: str, missing: bytes) -> None:
+    """A file found by the rules of its route (None: 404), in one byte range when asked."""
     try:
         f = open(real, "rb") if real else None  # noqa: SIM115  (closed below)
     except OSError:
         f = None
     if real is None or f is None:
-        handler.send(404, b"no such evidence file\n")
+        handler.send(404, missing)
         return
     with f:
         size = os.fstat(f.fileno()).st_size
@@ -83,8 +88,7 @@ def serve(handler: Request, path: str) -> None:
             return
         start, length = (span.start, span.length) if span else (0, size)
         ranged = {"Content-Range": f"bytes {start}-{start + length - 1}/{size}"} if span else {}
-        handler.send_head(206 if span else 200, TYPES[os.path.splitext(real)[1]], length,
-                          {"Accept-Ranges": "bytes", **ranged})
+        handler.send_head(206 if span else 200, content_type, length, {"Accept-Ranges": "bytes", **ranged})
         f.seek(start)
         while length > 0 and (chunk := f.read(min(CHUNK, length))):
             handler.wfile.write(chunk)

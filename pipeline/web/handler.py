@@ -1,6 +1,6 @@
 """One connection to the live view: its requests, routed to the page, the API, the
-metrics, a camera's stills or its MJPEG stream, the events and their evidence files, and
-(with `outputs.web.control`) cameras added and removed.
+metrics, a camera's stills or its MJPEG stream, the events and their evidence files, the
+recordings and their boxes, and (with `outputs.web.control`) cameras added and removed.
 
 A client that goes away mid-reply ends its connection with one debug line; an idle
 connection is closed after the server's idle timeout (the socket timeout, which also
@@ -18,7 +18,7 @@ from prometheus_client import generate_latest
 from pipeline.errors import one_line
 from pipeline.redact import redact_data
 from pipeline.sinks.preview import Picture
-from pipeline.web import camera_api, evidence
+from pipeline.web import camera_api, evidence, recordings
 from pipeline.web.admission import AdmittedHandler
 from pipeline.web.auth import is_token, set_cookie
 
@@ -87,6 +87,12 @@ class Handler(AdmittedHandler):
             self.recent_events(_int(query.get("limit"), 50), _int(query.get("after"), 0))
         elif path.startswith("/evidence/"):
             evidence.serve(self, urllib.parse.unquote(path[len("/evidence/"):]))
+        elif path.startswith("/recordings/"):
+            recordings.serve_file(self, urllib.parse.unquote(path[len("/recordings/"):]))
+        elif path.startswith("/api/recordings/"):
+            recordings.serve_segments(self, urllib.parse.unquote(path[len("/api/recordings/"):]))
+        elif path == "/api/boxes":
+            recordings.serve_boxes(self, query)
         elif path == "/metrics":
             self.send(200, generate_latest(self.app.registry), "text/plain; version=0.0.4")
         elif path.startswith("/stream/"):

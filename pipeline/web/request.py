@@ -1,6 +1,6 @@
 """What the routes need of each other, as protocols: a request being answered (the
 handler) and the web server it reaches through `request.app`. The route modules
-(`camera_api`, `evidence`), the handler and its admission name these, never each other's
+(`camera_api`, `evidence`, `recordings`), the handler and its admission name these, never each other's
 classes, so the web floor imports in one direction: server -> handler -> routes -> these."""
 from __future__ import annotations
 
@@ -16,6 +16,16 @@ from pipeline.control import CameraControl
 from pipeline.sinks.preview import Picture, Preview
 
 
+class Recordings(Protocol):
+    """The cameras' recording files (`web.recordings.RecordingFiles`)."""
+
+    def file(self, path: str) -> str | None: ...
+
+    def segments(self, camera: str) -> list[dict]: ...
+
+    def boxes(self, recording: str, start: float = ..., end: float = ...) -> list[dict] | None: ...
+
+
 class App(Protocol):
     """The web server as its requests see it (`web.server.WebServer`)."""
 
@@ -27,6 +37,7 @@ class App(Protocol):
     cameras: Callable[[], Collection[str]]
     events: Callable[[int, int], list[dict]] | None
     evidence_dir: str | None
+    recordings: Recordings | None
     control: CameraControl | None
     still_lease_s: float
     closing: threading.Event

@@ -1,8 +1,10 @@
 """The live web view (`outputs.web`): one page with a tile per camera (its annotated video,
 state, fps, P99, drops, reconnects, line and zone counts, a latency chart) and a panel of
 the newest events with their snapshots, plus `/api/cameras` (the snapshot the summary
-uses), `/api/events`, the events' evidence files (`/evidence/...`) and `/metrics`
-(Prometheus) on one port; with `control`, cameras are added and removed on it too.
+uses), `/api/events`, the events' evidence files (`/evidence/...`), the recordings with
+the boxes seen in them (`web.recordings`: played on the page, the boxes drawn over the
+video) and `/metrics` (Prometheus) on one port; with `control`, cameras are added and
+removed on it too.
 
 The page's tiles fetch stills (`/frame/<camera>.jpg`) at the live rate, one request at a
 time and only while the tile is in view, so any number of cameras share the browser's
@@ -37,6 +39,7 @@ from pipeline.metrics.snapshot import Latency, Snapshot
 from pipeline.sinks.preview import Picture, Preview
 from pipeline.web.admission import Slots
 from pipeline.web.handler import Handler
+from pipeline.web.recordings import RecordingFiles
 
 log = logging.getLogger("pipeline.web")
 
@@ -107,10 +110,11 @@ class WebServer:
     def __init__(self, config: WebConfig, snapshot: Callable[[], Snapshot], preview: Preview,
                  cameras: Callable[[], Collection[str]] | None = None, *,
                  events: Callable[[int, int], list[dict]] | None = None, evidence_dir: str | None = None,
-                 control: CameraControl | None = None):
+                 control: CameraControl | None = None, recordings: RecordingFiles | None = None):
         """`events(limit, after)`: the newest events (`RecentEvents.newest`), for the page's
         panel; `evidence_dir`: `outputs.dir`, whose `events/` folder is served; `control`:
-        cameras added and removed over HTTP (given only with `outputs.web.control`)."""
+        cameras added and removed over HTTP (given only with `outputs.web.control`);
+        `recordings`: the cameras' recordings, played on the page with their boxes."""
         if control is not None and not config.token:  # a WebConfig made in code skips the config's check
             raise StartupError("outputs.web.control: adding and removing cameras over HTTP needs outputs.web.token")
         self.config = config
@@ -119,6 +123,7 @@ class WebServer:
         self.cameras = cameras or (lambda: snapshot().cameras)
         self.events = events
         self.evidence_dir = evidence_dir
+        self.recordings = recordings
         self.control = control
         self.still_lease_s = max(2.0, 3.0 / config.fps)  # a tile asks every 1/fps: a few missed asks are fine
         self.view_latency: dict[str, Histogram] = {}  # capture to bytes on a viewer's socket, per camera

@@ -1,0 +1,214 @@
+"""`pipeline bench --density CLIP`: how many cameras the machine holds.
+
+Every camera plays the clip as a live camera would send it (paced at its frame rate,
+looped, each a different fraction of a frame late, its lane keeping its newest frame so
+that a camera the machine cannot keep up with drops frames rather than queueing them),
+set up like the config's first source. A level of N cameras runs `seconds`, then drains;
+it is judged from its first 5 s on (a quarter of shorter levels: sessions and threads
+settling), and *held* when, over all its cameras, under 1% of the frames decoded were
+dropped (frames skipped on purpose by `stride` / `max_fps` not counted), the P99 latency (from a
+frame's due time to its outputs written) is under 1 s, and every output is complete: no
+output failed and the JSON lines hold a row for every frame processed. The search steps
+the camera count up (1, 2, 4, ...) until a level is not held, then bisects between the
+last level held and it.
+
+The search runs for the config as given and, beside it in turns, for the same graph and
+models with today's default outputs (the annotated video at the camera's size and rate,
+JSON lines): `runs` rounds, each figure's median reported with every round's.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import replace
+from typing import Callable
+
+import numpy as np
+
+from pipeline.config import Config, OutputsConfig, QueueConfig
+
+log = logging.getLogger("pipeline.bench")
+
+MAX_DROPPED = 0.01
+WARMUP_S = 5.0  # a level is judged from then on
+MAX_P99_MS = 1000.0
+ON_PURPOSE = ("stride", "max_fps")  # frames a camera's settings skip: not lost
+GOLDEN = 0.618033988749895
+
+
+def with_density_cameras(config: Config, clip: str, n: int, fps: float) -> Config:
+    """`n` paced live cameras of `clip`, set up like the config's first source."""
+    template = config.sources[0]
+    sources = [replace(template, id=f"cam{i}", uri=clip, live=True, realtime=True, loop=True,
+                       queue=QueueConfig(size=1, policy="drop_oldest"), phase_s=(i * GOLDEN) % 1.0 / fps)
+               for i in range(n)]
+    return replace(config, sources=sources)
+
+
+def with_default_outputs(config: Config) -> Config:
+    """The same graph and models with today's default outputs."""
+    return replace(config, outputs=OutputsConfig(dir=config.outputs.dir))
+
+
+def jsonl_rows(folder: str) -> dict[str, int]:
+    """Rows per camera in every JSON lines file of an output folder."""
+    rows: dict[str, int] = {}
+    for path in glob.glob(os.path.join(folder, "**", "*.jsonl"), recursive=True):
+        with open(path) as f:
+            for line in f:
+                cam = json.loads(line)["camera"]
+                rows[cam] = rows.get(cam, 0) + 1
+    return rows
+
+
+def incomplete(config: Config, snap, folder: str) -> list[str]:
+    """What a level's outputs lack (empty: complete)."""
+    problems = [f"{cam}: {output} failed" for cam, c in snap.cameras.items() for output in c.output_errors]
+    if config.outputs.jsonl.enabled:
+        rows = jsonl_rows(folder)
+        short = [cam for cam, c in snap.cameras.items() if rows.get(cam, 0) != c.processed]
+        if short:
+            problems.append(f"JSON lines short for {', '.join(sorted(short))}")
+    return problems
+
+
+def busy_s() -> float | None:
+    """CPU seconds the whole machine has been busy (Linux `/proc/stat`; None elsewhere)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def run_level(config: Config, clip: str, n: int, fps: float, seconds: float) -> dict:
+    """One level: `n` cameras for `seconds`, drained, judged on what came after its first
+    `warm-up` seconds (sessions, threads and the cameras' first frames settling)."""
+    from pipeline.graph import Pipeline
+
+    folder = tempfile.mkdtemp(prefix="bench-density-")
+    try:
+        cfg = with_density_cameras(config, clip, n, fps).with_output_dir(folder)
+        p = Pipeline(cfg, timeline=True)
+        warmup = min(WARMUP_S, seconds / 4)
+        cpu0, busy0, early = os.times(), busy_s(), None
+        t0 = time.perf_counter()
+        p.start()
+        while not p.wait(0.2):
+            p.metrics.sample_process()
+            if early is None and time.perf_counter() - t0 >= warmup:
+                early = p.snapshot()
+            if time.perf_counter() - t0 >= seconds:
+                p.stop()
+        wall = time.perf_counter() - t0
+        cpu1, busy1 = os.times(), busy_s()
+        p.close()
+        snap = p.snapshot()
+        ours = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+        others = None if busy0 is None or busy1 is None else max(0.0, busy1 - busy0 - ours) / wall
+        settled = [lat for t, lat in p.metrics.timeline or [] if t - t0 >= warmup]
+        return judge(cfg, snap, folder, n, wall, ours, others, early, settled)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def lost(snap, early) -> tuple[int, int]:
+    """Frames decoded and dropped (not on purpose) since `early` (None: since the start)."""
+    def counts(s) -> tuple[int, int]:
+        if s is None:
+            return 0, 0
+        return (sum(c.frames_in for c in s.cameras.values()),
+                sum(v for c in s.cameras.values() for why, v in c.dropped.items() if why not in ON_PURPOSE))
+    (d1, x1), (d0, x0) = counts(snap), counts(early)
+    return d1 - d0, x1 - x0
+
+
+def judge(config: Config, snap, folder: str, n: int, wall: float, cpu_s: float, others: float | None,
+          early=None, settled: list[float] | None = None) -> dict:
+    """The level's figures; `others`: cores the rest of the machine kept busy meanwhile;
+    `early`, `settled`: the snapshot after the warm-up and the latencies (s) of the frames
+    written after it (None: the whole run)."""
+    decoded, dropped = lost(snap, early)
+    fraction = dropped / decoded if decoded else 1.0
+    p50, p99 = ((round(float(np.percentile(settled, q)) * 1000, 2) for q in (50, 99)) if settled
+                else (snap.latency.p50_ms, snap.latency.p99_ms))
+    why = incomplete(config, snap, folder)
+    if fraction >= MAX_DROPPED:
+        why.append(f"{100 * fraction:.1f}% dropped")
+    if p99 is None or p99 >= MAX_P99_MS:
+        why.append(f"P99 {p99} ms")
+    return {"cameras": n, "held": not why, "why": "; ".join(why), "decoded": decoded, "processed": snap.processed,
+            "dropped": round(fraction, 4), "p50_ms": p50, "p99_ms": p99,
+            "cpu_percent": round(100 * cpu_s / wall, 1) if wall else None,
+            "others_cores": None if others is None else round(others, 2)}
+
+
+Level = Callable[[int], dict]
+
+
+def search(level: Level, limit: int = 64) -> dict:
+    """The largest camera count held: doubling from 1 until a level fails, then bisecting."""
+    levels: list[dict] = []
+
+    def held(n: int) -> bool:
+        r = level(n)
+        levels.append(r)
+        log.info("density: %d camera(s): %s%s (dropped %.1f%%, P99 %s ms, CPU %s%%)", n,
+                 "held" if r["held"] else "not held", f" ({r['why']})" if r["why"] else "", 100 * r["dropped"],
+                 r["p99_ms"], r["cpu_percent"])
+        return r["held"]
+
+    lo, hi = 0, None
+    n = 1
+    while n <= limit:
+        if not held(n):
+            hi = n
+            break
+        lo, n = n, 2 * n
+    if hi is None:
+        return {"held": lo, "levels": levels, "at_limit": True}
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if held(mid):
+            lo = mid
+        else:
+            hi = mid
+    return {"held": lo, "levels": levels}
+
+
+def bench_density(config: Config, clip: str, fps: float, seconds: float, runs: int = 1, limit: int = 64) -> dict:
+    """The search for the config as given and with today's default outputs, in turns."""
+    designs = {"as configured": config, "default outputs": with_default_outputs(config)}
+    rounds: dict[str, list[dict]] = {name: [] for name in designs}
+    for r in range(runs):
+        for name, cfg in designs.items():
+            log.info("density: round %d of %d, %s", r + 1, runs, name)
+            rounds[name].append(search(lambda n: run_level(cfg, clip, n, fps, seconds), limit))
+    held = {name: statistics.median(s["held"] for s in rs) for name, rs in rounds.items()}
+    base = held["default outputs"]
+    return {"clip": clip, "fps": fps, "seconds": seconds, "runs": runs, "held": held,
+            "ratio": round(held["as configured"] / base, 2) if base else None, "rounds": rounds}
+
+
+def table(result: dict) -> str:
+    lines = [f"{os.path.basename(result['clip'])} at {result['fps']:g} fps, {result['seconds']:g} s per level, "
+             f"median of {result['runs']}: held {result['held']['as configured']:g} cameras as configured, "
+             f"{result['held']['default outputs']:g} with default outputs"
+             + (f" ({result['ratio']}x)" if result["ratio"] else ""), "",
+             "| design | round | cameras | held | dropped | p50 ms | p99 ms | CPU % | others' cores | why not |",
+             "|---|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+    for name, rounds in result["rounds"].items():
+        for i, s in enumerate(rounds):
+            for lv in s["levels"]:
+                lines.append(f"| {name} | {i + 1} | {lv['cameras']} | {'yes' if lv['held'] else 'no'} | "
+                             f"{100 * lv['dropped']:.1f}% | {lv['p50_ms']} | {lv['p99_ms']} | {lv['cpu_percent']} | "
+                             f"{lv['others_cores']} | {lv['why']} |")
+    return "\n".join(lines)

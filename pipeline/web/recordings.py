@@ -1,0 +1,170 @@
+"""The cameras' recordings for the page: a camera's segments on disk (`GET
+/api/recordings/<camera>`), a segment's file (`GET /recordings/<path>`, in byte ranges for
+a player that seeks) and the boxes the analysis saw in it (`GET /api/boxes?recording=
+<path>&from=S&to=S`): the JSON lines rows that name the segment, by their time in it.
+
+A file is served by the evidence's rules: with the token, only a recording (a name one of
+the recordings' templates gives, `{camera}` an id and `{start}` a stamp), only from
+inside `outputs.dir`, whatever the URL or a symlink says. Paths are as the JSON lines
+name them, relative to `outputs.dir`.
+
+A segment's rows are read from the camera's JSON lines files that can hold them: those
+stamped from the segment's predecessor's start to its successor's (a JSON lines file cut
+at a boundary holds, up to the next keyframe, rows of the previous recording).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import TYPE_CHECKING, Iterator
+
+from pipeline.config.outputs import stamped
+from pipeline.config.sources import CAMERA_ID
+from pipeline.redact import redact_data
+from pipeline.sinks.segments import STAMP_RE, segment_files
+from pipeline.web.evidence import send_file
+
+if TYPE_CHECKING:
+    from pipeline.web.request import Request
+
+TYPES = {".mp4": "video/mp4", ".mov": "video/quicktime", ".mkv": "video/x-matroska"}
+
+
+def name_pattern(template: str) -> re.Pattern:
+    """The names a recording template gives, with the camera and the stamp as groups."""
+    parts = re.split(r"(\{camera\}|\{start\})", stamped(template))
+    groups = {"{camera}": f"(?P<camera>{CAMERA_ID.pattern})", "{start}": f"(?P<start>{STAMP_RE})"}
+    seen: set[str] = set()
+    out = []
+    for part in parts:
+        if part in groups:
+            out.append(groups[part] if part not in seen else f"(?P={part[1:-1]})")
+            seen.add(part)
+        else:
+            out.append(re.escape(part))
+    return re.compile("".join(out))
+
+
+class RecordingFiles:
+    def __init__(self, root: str, templates: list[str], jsonl: str):
+        """`templates`: the recordings' file name templates, `jsonl` the JSON lines' (both
+        relative to `root`, `outputs.dir`)."""
+        self.root = root
+        self.templates = list(dict.fromkeys(templates))
+        self.jsonl = jsonl
+        self._names = [name_pattern(t) for t in self.templates]
+
+    def camera_of(self, path: str) -> str | None:
+        """The camera whose recording `path` names (None: no recording's name)."""
+        for pattern in self._names:
+            m = pattern.fullmatch(path)
+            if m:
+                return m.group("camera")
+        return None
+
+    def file(self, path: str) -> str | None:
+        """The real file of the recording `path` names, or None: not a recording's name,
+        outside `outputs.dir`, or no regular file."""
+        parts = path.split("/")
+        if (os.path.splitext(path)[1].lower() not in TYPES or any(p in ("", ".", "..") for p in parts)
+                or "\0" in path or self.camera_of(path) is None):
+            return None
+        root = os.path.realpath(self.root)
+        real = os.path.realpath(os.path.join(self.root, *parts))
+        if not real.startswith(root + os.sep) or not os.path.isfile(real):
+            return None
+        return real
+
+    def _files(self, camera: str) -> list[tuple[str, str]]:
+        """(stamp, path relative to root) of the camera's recordings, oldest first."""
+        found = []
+        for template in self.templates:
+            pattern = os.path.join(self.root, stamped(template).format(camera=camera, start="{start}"))
+            found += [(s, os.path.relpath(p, self.root)) for s, p in segment_files(pattern)]
+        return sorted(set(found))
+
+    def segments(self, camera: str) -> list[dict]:
+        """The camera's recording files: each one's path, start stamp and size."""
+        out = []
+        for stamp, rel in self._files(camera):
+            try:
+                size = os.path.getsize(os.path.join(self.root, rel))
+            except OSError:
+                continue  # removed meanwhile (retention)
+            out.append({"file": rel, "start": stamp, "bytes": size})
+        return out
+
+    def _jsonl_files(self, camera: str, recording: str) -> list[str]:
+        stamps = [s for s, _ in self._files(camera)]
+        mine = next((i for i, (_, rel) in enumerate(self._files(camera)) if rel == recording), None)
+        low = stamps[mine - 1] if mine else None
+        high = stamps[mine + 1] if mine is not None and mine + 1 < len(stamps) else None
+        template = self.jsonl.format(camera=camera, start="{start}")
+        files = [p for s, p in segment_files(os.path.join(self.root, stamped(template)))
+                 if (low is None or s >= low) and (high is None or s <= high)]
+        plain = os.path.join(self.root, template)
+        if "{start}" not in template and os.path.isfile(plain):
+            files.append(plain)
+        return files
+
+    def _rows(self, camera: str, recording: str) -> Iterator[dict]:
+        needle = json.dumps(recording)
+        for path in self._jsonl_files(camera, recording):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    for line in f:
+                        if needle in line:  # most rows name another file: not parsed
+                            row = json.loads(line)
+                            if row.get("camera") == camera and row.get("recording") == recording:
+                                yield row
+            except (OSError, ValueError):
+                continue  # removed meanwhile, or a line still being written
+
+    def boxes(self, recording: str, start: float = 0.0, end: float = float("inf")) -> list[dict] | None:
+        """The frames of `recording` between `start` and `end` (its own clock, seconds),
+        each its time and detections, in time order (None: not a recording)."""
+        camera = self.camera_of(recording)
+        if camera is None:
+            return None
+        frames = [{"t": row["recording_time"], "seq": row["seq"], "detections": row["detections"]}
+                  for row in self._rows(camera, recording)
+                  if row.get("recording_time") is not None and start <= row["recording_time"] <= end]
+        return sorted(frames, key=lambda f: f["t"])
+
+
+def _float(values: list[str] | None, default: float) -> float:
+    try:
+        return float(values[0]) if values else default
+    except ValueError:
+        return default
+
+
+def serve_file(handler: Request, path: str) -> None:
+    files = handler.app.recordings
+    real = files.file(path) if files is not None else None
+    send_file(handler, real, TYPES.get(os.path.splitext(path)[1].lower(), ""), b"no such recording\n")
+
+
+def serve_segments(handler: Request, camera: str) -> None:
+    files = handler.app.recordings
+    if files is None:
+        handler.send(404, b"this run keeps no recordings\n")
+        return
+    body = {"camera": camera, "segments": files.segments(camera)} if CAMERA_ID.fullmatch(camera) else None
+    if body is None:
+        handler.send(404, b"no such camera\n")
+        return
+    handler.send(200, json.dumps(redact_data(body)).encode(), "application/json")
+
+
+def serve_boxes(handler: Request, query: dict[str, list[str]]) -> None:
+    files = handler.app.recordings
+    recording = (query.get("recording") or [""])[0]
+    frames = files.boxes(recording, _float(query.get("from"), 0.0), _float(query.get("to"), float("inf"))) \
+        if files is not None else None
+    if frames is None:
+        handler.send(404, b"no such recording\n")
+        return
+    body = {"recording": recording, "frames": frames}
+    handler.send(200, json.dumps(redact_data(body)).encode(), "application/json")
