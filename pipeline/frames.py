@@ -106,6 +106,26 @@ class Letterbox:
 
 
 @dataclass
+class Motion:
+    """What changed in a frame against its camera's background (`sources.motion`): the
+    boxes around the changes, in frame pixels, and the share of the unmasked picture that
+    changed. `recalibrated`: so much changed at once (lights, day/night) that the
+    background was taken afresh and no motion is reported."""
+
+    boxes: np.ndarray  # (n, 4) float32 x1, y1, x2, y2
+    changed: float = 0.0
+    recalibrated: bool = False
+
+    @classmethod
+    def none(cls, changed: float = 0.0, recalibrated: bool = False) -> "Motion":
+        return cls(np.zeros((0, 4), np.float32), changed, recalibrated)
+
+    @property
+    def moving(self) -> bool:
+        return len(self.boxes) > 0
+
+
+@dataclass
 class LineCount:
     """A counting line as it stands after this frame, for drawing."""
 

@@ -20,12 +20,12 @@ from pipeline.config.models import LAYOUTS, BatchingConfig, EngineConfig, ModelC
 from pipeline.config.outputs import (JsonlOutputConfig, MetricsConfig, OutputsConfig, RuntimeConfig,
                                      VideoOutputConfig)
 from pipeline.config.schema import ConfigError, Reader, is_url, resolve_path
-from pipeline.config.sources import QueueConfig, ReconnectConfig, SourceConfig
+from pipeline.config.sources import MotionConfig, QueueConfig, ReconnectConfig, SourceConfig
 from pipeline.config.stages import (STAGE_SPECS, AnalyticsSpec, AnnotateSpec, ClassifySpec, DetectSpec, StageSpec,
                                     TrackSpec, entry_stage, read_graph)
 
-__all__ = ["Config", "ConfigError", "SourceConfig", "QueueConfig", "ReconnectConfig", "ModelConfig", "BatchingConfig",
-           "EngineConfig", "OutputsConfig", "VideoOutputConfig", "JsonlOutputConfig", "MetricsConfig",
+__all__ = ["Config", "ConfigError", "SourceConfig", "MotionConfig", "QueueConfig", "ReconnectConfig", "ModelConfig",
+           "BatchingConfig", "EngineConfig", "OutputsConfig", "VideoOutputConfig", "JsonlOutputConfig", "MetricsConfig",
            "RuntimeConfig", "StageSpec", "DetectSpec", "TrackSpec", "ClassifySpec", "AnalyticsSpec", "AnnotateSpec",
            "STAGE_SPECS", "LAYOUTS", "entry_stage", "load_config", "parse_config", "parse_source", "read_config",
            "is_url", "resolve_path", "output_path_problems"]

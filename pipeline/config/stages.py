@@ -11,10 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-import numpy as np
-
 from pipeline.config.models import ModelConfig
-from pipeline.config.schema import INVALID, Reader, internal, non_negative, option, positive, within
+from pipeline.config.schema import Reader, internal, non_negative, option, positive, read_points, within
 
 
 @dataclass
@@ -131,25 +129,6 @@ class ClassifySpec(StageSpec):
         _detector_classes(r, ctx, f"{self.path}.classes", self.classes)
         if self.per_track:
             _needs_tracker(r, ctx, self.path)
-
-
-def read_points(count: int | None) -> Any:
-    """[x, y] points: exactly `count` of them, or at least 3 (a polygon)."""
-    def read(r: Reader, raw: Any, where: str) -> list[tuple[float, float]] | Any:
-        try:
-            arr = np.asarray(raw, np.float64)
-        except (TypeError, ValueError):
-            arr = np.zeros((0,))
-        ok = arr.ndim == 2 and arr.shape[1] == 2 and np.isfinite(arr).all()
-        ok = ok and (len(arr) == count if count is not None else len(arr) >= 3)
-        if not ok:
-            r.problem(where, f"expected {count or '3 or more'} [x, y] points")
-            return INVALID
-        if count == 2 and np.allclose(arr[0], arr[1]):
-            r.problem(where, "the two points are the same: a line needs a length")
-            return INVALID
-        return [(float(x), float(y)) for x, y in arr]
-    return read
 
 
 MIN_FRAMES_DOC = "a change of side counts once the object stayed on the new side this many frames"
