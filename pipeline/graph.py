@@ -89,8 +89,10 @@ class Pipeline:
         self.sink.add_camera(s.id, bool(s.live), resume)
         port = self.ingress.add_camera(s.id, s.queue.size or self.ingress.read_budget, s.queue.policy)
         self.plan.add_camera(s.thread_count)
+        entry = entry_stage(self.config.graph)
+        assert entry is not None
         source = VideoSource(s, Preprocessor(self.config.detector), port, self.metrics, self.control,
-                             self.max_frames, resume)
+                             self.max_frames, resume, entry.rate(s.id), self.engines.regions_per_run(entry.model))
         self.sources.append(source)
         return source
 

@@ -59,7 +59,7 @@ class Config:
             raise ConfigError([f"--cameras: no camera with id {', '.join(unknown)} "
                                f"(cameras: {', '.join(s.id for s in self.sources)})"])
         keep = [s for s in self.sources if s.id in camera_ids]
-        graph = [s.for_cameras(camera_ids) if isinstance(s, AnalyticsSpec) else s for s in self.graph]
+        graph = [s.for_cameras(camera_ids) if isinstance(s, (AnalyticsSpec, DetectSpec)) else s for s in self.graph]
         return replace(self, sources=keep, graph=graph)
 
     def with_output_dir(self, path: str) -> "Config":

@@ -59,7 +59,7 @@ class MotionConfig:
 
     threshold: int = option(30, check=within(1, 255),
                             doc="a pixel has changed when its brightness differs from the background by this much "
-                                "(0-255, after the contrast stretch)")
+                                "(0-255; with `contrast`, in a scene of full contrast)")
     min_area: float = option(0.0005, check=within(0, 1),
                              doc="the smallest change that counts as motion, a fraction of the frame's area")
     frame_height: int = option(100, check=within(16, 2160), doc="motion is measured on the luminance picture "
@@ -70,8 +70,8 @@ class MotionConfig:
     recalibrate: float = option(0.8, check=within(0, 1),
                                 doc="when this fraction of the frame changes at once (lights, day/night switch), the "
                                     "background is taken afresh and no motion is reported")
-    contrast: bool = option(True, doc="stretch each picture's brightness between its 4th and 96th percentiles first "
-                                      "(dark or hazy scenes; a change of overall brightness cancels out)")
+    contrast: bool = option(True, doc="adapt to the scene: a change of overall brightness (exposure, clouds) cancels "
+                                      "out, and the threshold drops with the scene's contrast (dark, hazy; down to 1/4)")
     mask: list[list[tuple[float, float]]] = option(
         factory=list, read=read_polygons,
         doc="areas where motion is ignored (a clock, trees in the wind): polygons of [x, y] frame pixels")

@@ -77,6 +77,34 @@ def _needs_tracker(r: Reader, ctx: GraphContext, path: str) -> None:
         r.problem(path, "needs a track stage before it (it works on track ids)")
 
 
+FPS_DOC = ("the detector sees at most this many frames per second of each camera's time; on the others the tracker "
+           "predicts (`max_fps` and `stride` drop frames from the whole pipeline instead)")
+MOTION_DOC = ("run the detector only on frames with motion (measured as `sources[].motion` says), or when a refresh "
+              "is due")
+REFRESH_DOC = "with `motion`: run the detector at least this often (seconds of the camera's time), motion or not"
+REGIONS_DOC = ("with `motion`: run the detector on square crops around the motion, cut from the full-resolution "
+               "frame, where they cost no more than one run on the whole frame")
+
+
+@dataclass(frozen=True)
+class DetectRate:
+    """Which frames of one camera the detector sees: the detect stage's options with the
+    camera's own overrides applied (`DetectSpec.rate`)."""
+
+    fps: float | None = None
+    motion: bool = False
+    refresh_s: float = 10.0
+    regions: bool = False
+
+
+@dataclass(kw_only=True)
+class DetectCameraSpec:
+    fps: float | None = option(None, check=positive, shown="the stage's", doc="this camera's `fps`")
+    motion: bool | None = option(None, shown="the stage's", doc="this camera's `motion`")
+    refresh_s: float | None = option(None, check=positive, shown="the stage's", doc="this camera's `refresh_s`")
+    regions: bool | None = option(None, shown="the stage's", doc="this camera's `regions`")
+
+
 @dataclass(kw_only=True)
 class DetectSpec(StageSpec):
     type: ClassVar[str] = "detect"
@@ -84,9 +112,35 @@ class DetectSpec(StageSpec):
     about: ClassVar[str] = "batches frames across cameras, runs the detector, decodes boxes (NMS)"
 
     model: str = option(doc="the detector (a name under `models`)")
+    fps: float | None = option(None, check=positive, shown="every frame", doc=FPS_DOC)
+    motion: bool = option(False, doc=MOTION_DOC)
+    refresh_s: float = option(10.0, check=positive, doc=REFRESH_DOC)
+    regions: bool = option(False, doc=REGIONS_DOC)
+    cameras: dict[str, DetectCameraSpec] = option(factory=dict, doc="per camera id: its own `fps`, `motion`, "
+                                                                    "`refresh_s`, `regions`")
+
+    def rate(self, camera: str) -> DetectRate:
+        """The camera's detection rate: its own overrides, else the stage's options."""
+        own = self.cameras.get(camera, DetectCameraSpec())
+        pick = lambda mine, stage: stage if mine is None else mine  # noqa: E731
+        return DetectRate(pick(own.fps, self.fps), pick(own.motion, self.motion),
+                          pick(own.refresh_s, self.refresh_s), pick(own.regions, self.regions))
 
     def check(self, ctx: GraphContext, r: Reader) -> None:
         _check_model(r, ctx, f"{self.path}.model", self.model, classifier=False)
+        needs = "regions are cut around motion: needs `motion: true`"
+        if self.regions and not self.motion:
+            r.problem(f"{self.path}.regions", needs)
+        for cam, own in self.cameras.items():
+            if cam not in ctx.cameras:
+                r.problem(f"{self.path}.cameras.{cam}", "no camera with this id")
+            rate = self.rate(cam)
+            if rate.regions and not rate.motion and (own.regions is not None or own.motion is not None):
+                r.problem(f"{self.path}.cameras.{cam}.regions", needs)
+
+    def for_cameras(self, cameras: list[str]) -> "DetectSpec":
+        """The same stage for some of the cameras only."""
+        return replace(self, cameras={c: s for c, s in self.cameras.items() if c in cameras})
 
 
 @dataclass(kw_only=True)

@@ -60,6 +60,12 @@ def _camera_metrics(cams: dict[str, CameraSnapshot]) -> Iterator[Metric]:
                    [([c], v.decode_errors) for c, v in cams.items()])
     yield _counter("pipeline_camera_snapshots_lost", "Event pictures (frames, crops) not written per camera",
                    ["camera"], [([c], v.snapshots_lost) for c, v in cams.items()])
+    yield _counter("pipeline_camera_detector_runs", "Frames the detector ran on per camera", ["camera"],
+                   [([c], v.detector.runs) for c, v in cams.items()])
+    yield _counter("pipeline_camera_frames_gated", "Frames of the detection rate left out for want of motion",
+                   ["camera"], [([c], v.detector.gated) for c, v in cams.items()])
+    yield _counter("pipeline_camera_frames_predicted", "Frames the detector did not see (the tracker predicts)",
+                   ["camera"], [([c], v.detector.predicted) for c, v in cams.items()])
     yield _counter("pipeline_camera_reconnects", "Reconnects of live cameras", ["camera"],
                    [([c], v.reconnects) for c, v in cams.items()])
     yield _counter("pipeline_camera_downtime_seconds", "Time live cameras were disconnected", ["camera"],

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pipeline.metrics.histogram import Histogram
-from pipeline.metrics.snapshot import (CameraSnapshot, EngineSnapshot, Latency, QueueSnapshot, RetentionStats,
-                                       Snapshot, StageSnapshot)
+from pipeline.metrics.snapshot import (CameraSnapshot, DetectorCounts, EngineSnapshot, Latency, QueueSnapshot,
+                                       RetentionStats, Snapshot, StageSnapshot)
 from pipeline.redact import redact
 
 
@@ -54,6 +54,7 @@ class CameraStats:
     occupancy: dict[str, int] = field(default_factory=dict)  # zone -> objects inside now
     segment: str = ""  # the file name of the video (or JSON lines) segment being written
     snapshots_lost: int = 0  # event pictures (frames, crops) that could not be written
+    detector: DetectorCounts = field(default_factory=DetectorCounts)
 
     def nested_counts(self) -> dict[str, dict[str, dict[str, int]]]:
         """Analytics counts as {line or zone: {event: {class: n}}}."""
@@ -70,7 +71,8 @@ class CameraStats:
             dropped=dict(self.dropped), errors=self.errors, decode_errors=self.decode_errors,
             output_errors=dict(self.output_errors), fps=round(fps, 2), reconnects=self.reconnects,
             downtime_s=round(self.downtime_s, 2), latency=Latency.of(self.latency), counts=self.nested_counts(),
-            occupancy=dict(self.occupancy), segment=self.segment, snapshots_lost=self.snapshots_lost)
+            occupancy=dict(self.occupancy), segment=self.segment, snapshots_lost=self.snapshots_lost,
+            detector=dataclasses.replace(self.detector))
 
 
 @dataclass
@@ -200,6 +202,19 @@ class Metrics:
     def snapshot_lost(self, cam: str, pictures: int = 1) -> None:
         with self._lock:
             self.camera(cam).snapshots_lost += pictures
+
+    def detector_ran(self, frames: list) -> None:
+        """The detector runs on these frames (`Frame`s)."""
+        with self._lock:
+            for f in frames:
+                self.camera(f.camera).detector.runs += 1
+
+    def detector_skipped(self, cam: str, reason: str) -> None:
+        """The detector leaves out a frame: `still` (gated: no motion), or between the rate's frames."""
+        with self._lock:
+            counts = self.camera(cam).detector
+            counts.predicted += 1
+            counts.gated += reason == "still"
 
     def frame_in(self, cam: str) -> None:
         with self._lock:

@@ -29,6 +29,9 @@ def _notes(c: CameraSnapshot) -> list[str]:
     notes += [f"{output} output failed: {why}" for output, why in c.output_errors.items()]
     if c.snapshots_lost:
         notes.append(f"{c.snapshots_lost} snapshot picture(s) LOST")
+    if c.detector.predicted:
+        notes.append(f"detector on {c.detector.runs} frame(s), {c.detector.predicted} predicted "
+                     f"({c.detector.gated} gated: no motion)")
     for name, events in c.counts.items():
         for event, per_class in events.items():
             notes += [f"{name}.{event}.{cls}={n}" for cls, n in per_class.items()]

@@ -35,6 +35,17 @@ class Latency:
 
 
 @dataclass
+class DetectorCounts:
+    """Which of a camera's frames the detector ran on: `runs` (frames it saw), `gated`
+    (frames of the detection rate left out for want of motion), `predicted` (frames it
+    did not see, gated or between the rate's frames: the tracker predicts on them)."""
+
+    runs: int = 0
+    gated: int = 0
+    predicted: int = 0
+
+
+@dataclass
 class CameraSnapshot:
     state: str = "starting"
     detail: str = ""
@@ -52,6 +63,7 @@ class CameraSnapshot:
     occupancy: dict[str, int] = field(default_factory=dict)  # zone -> objects inside now
     segment: str = ""
     snapshots_lost: int = 0  # event pictures (frames, crops) that could not be written
+    detector: DetectorCounts = field(default_factory=DetectorCounts)
     host: str | None = None  # on a cluster: where it runs (None: its host died), its node, how often it moved
     node: str | None = None
     moves: int = 0

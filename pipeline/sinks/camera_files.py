@@ -50,6 +50,7 @@ class CameraOutputs:
         self.failed: dict[str, str] = {}  # "camera/output" -> why it stopped
         self.fenced: set[str] = set()  # cameras whose lease another writer took: nothing more is written
         self.ran: set[str] = set()  # cameras opened before: an id that returns continues its files
+        self.live: set[str] = set()  # live cameras: their events' JSON lines say when they were written
 
     def open(self, cam: str, live: bool, resume: Resume = Resume(), on_packet: OnPacket | None = None) -> None:
         """Open the outputs of a camera (at start-up, or one added while running);
@@ -61,10 +62,14 @@ class CameraOutputs:
             segment = next_segment(out.video_path(cam)) if out.video.enabled else 0
             resume = replace(resume, segment=max(resume.segment, segment), append=True)
         self.ran.add(cam)
+        if live:
+            self.live.add(cam)
+        else:
+            self.live.discard(cam)
         self._open_segments(cam, live)
         lease = Lease(out.dir, cam, resume.epoch).check if resume.epoch else None
         if out.jsonl.enabled:
-            self.jsonl.open(cam, resume.append, lease, out.video.segment_for(live))
+            self.jsonl.open(cam, resume.append, lease, out.video.segment_for(live), live)
         if out.video.enabled:
             # live cameras (and cameras that may move between machines) write crash-safe fragmented MP4
             fragmented = out.video.fragmented if out.video.fragmented is not None else live or resume.segment > 0
@@ -102,7 +107,7 @@ class CameraOutputs:
                     self._close_quietly(writer)
             if cam in self.jsonl.writers and f"{cam}/jsonl" not in self.failed:
                 try:
-                    self.jsonl.next(cam, start).write(frame_record(frame))
+                    self.jsonl.write(cam, start, frame_record(frame, wall_time=cam in self.live))
                 except Fenced:
                     raise
                 except Exception as e:

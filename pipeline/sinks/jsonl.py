@@ -1,10 +1,14 @@
 """Machine-readable metadata: one JSON line per frame.
 
-`{"camera", "seq", "pts", "time", "detections": [{"box": [x1, y1, x2, y2], "score",
-"class_id", "class", "track"?, "labels"?: {classifier: {"label", "id", "score"}}}],
-"events"?, "errors"?}` with boxes in frame pixels. With `{camera}` in the file name each
-camera gets its own file; without it all cameras share one file (lines of one camera
-stay in order). Lines wait in memory and are appended at least every `flush_s`, whole
+`{"camera", "seq", "pts", "time", "detected", "detections": [{"box": [x1, y1, x2, y2],
+"score", "class_id", "class", "predicted", "track"?, "labels"?: {classifier: {"label",
+"id", "score"}}}], "events"?, "errors"?}` with boxes in frame pixels; `detected`: the
+detector ran on the frame; `predicted`: the box is the tracker's, not the detector's.
+With `{camera}` in the file name each camera gets its own file; without it all cameras
+share one file (lines of one camera stay in order; the lines of file cameras in the
+order of their time, then camera id: `InTimeOrder`). A file run's lines depend on its
+files only: the wall-clock `time` of its events (when they were written) is left out,
+where a live camera's events carry it. Lines wait in memory and are appended at least every `flush_s`, whole
 lines in one write, after the writer's lease (if any) was checked: a killed process
 loses at most that much, as with the fragmented video, and never leaves half a line. A
 file is created with its first lines (a camera that never delivers a frame leaves no
@@ -17,6 +21,7 @@ import json
 import os
 import threading
 import time
+from collections import deque
 from typing import Callable
 
 from pipeline.config.outputs import JsonlOutputConfig
@@ -24,14 +29,16 @@ from pipeline.frames import Frame
 from pipeline.sinks.segments import START, WallSegments, last_stamp
 
 
-def frame_record(frame: Frame) -> dict:
+def frame_record(frame: Frame, wall_time: bool = True) -> dict:
+    """The frame's line; `wall_time`: its events say when they were written (live cameras)."""
     det = frame.detections
     items = []
     if det is not None:
         for i in range(len(det)):
             cid = int(det.class_id[i])
             entry: dict = {"box": [round(float(v), 2) for v in det.xyxy[i]], "score": round(float(det.score[i]), 4),
-                           "class_id": cid, "class": det.names(cid)}
+                           "class_id": cid, "class": det.names(cid),
+                           "predicted": bool(det.predicted is not None and det.predicted[i])}
             if det.track_id is not None and det.track_id[i] >= 0:
                 entry["track"] = int(det.track_id[i])
             labels = {stage: {"label": attr.names(int(attr.class_id[i])), "id": int(attr.class_id[i]),
@@ -42,9 +49,12 @@ def frame_record(frame: Frame) -> dict:
             items.append(entry)
     record: dict = {"camera": frame.camera, "seq": frame.seq, "pts": frame.pts,
                     "time": None if frame.pts_seconds is None else round(frame.pts_seconds, 6),
-                    "detections": items}
+                    "detected": frame.detected, "detections": items}
     if frame.events:
         record["events"] = [e.to_dict() for e in frame.events]
+        if not wall_time:
+            for e in record["events"]:
+                e.pop("time", None)
     if frame.errors:
         record["errors"] = frame.errors
     return record
@@ -123,6 +133,46 @@ class JsonlWriter:
             self._fd = None
 
 
+class InTimeOrder:
+    """The lines of the file cameras that share one file, in the order of their frames'
+    time (then camera id, then number), whatever order the cameras finish their frames
+    in: a file run writes the same file every time. A line waits until every other file
+    camera on the file has a later one waiting, or has ended; live cameras' lines never
+    wait (they are written as they come)."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[str, deque[tuple[tuple, dict]]] = {}
+        self.open: set[str] = set()
+
+    def add_camera(self, cam: str) -> None:
+        self.waiting.setdefault(cam, deque())
+        self.open.add(cam)
+
+    def add(self, cam: str, record: dict) -> list[dict]:
+        """Take the camera's next line; the lines that may be written now, in order."""
+        key = (record.get("time") or 0.0, cam, record.get("seq", 0))
+        self.waiting[cam].append((key, record))
+        return self._ready()
+
+    def end(self, cam: str) -> list[dict]:
+        """The camera sends no more lines."""
+        self.open.discard(cam)
+        return self._ready()
+
+    def _ready(self) -> list[dict]:
+        out = []
+        while True:
+            if any(not self.waiting[c] for c in self.open):
+                return out  # an open camera may still send an earlier line
+            heads = [(q[0][0], c) for c, q in self.waiting.items() if q]
+            if not heads:
+                return out
+            _, cam = min(heads)
+            out.append(self.waiting[cam].popleft()[1])
+            if not self.waiting[cam] and cam not in self.open:
+                del self.waiting[cam]
+
+
 class JsonlFiles:
     """Every camera's JSON lines writer: a file of its own (`{camera}` in the name), or the
     one all cameras share, closed when the last of them ends and reopened for appending
@@ -136,16 +186,22 @@ class JsonlFiles:
         self._lock = threading.Lock()
         self.shared: JsonlWriter | None = None
         self._shared_segments: WallSegments | None = None
+        self._order = InTimeOrder()  # the shared file's lines of file cameras
+        self._merge = threading.Lock()  # held from a line's place in that order until it is written
         if config.enabled and "{camera}" not in config.filename:
             self.shared = JsonlWriter(path("", None), config.flush_s)
 
-    def open(self, cam: str, append: bool, lease: Callable[[], None] | None, segment_s: float | None) -> None:
+    def open(self, cam: str, append: bool, lease: Callable[[], None] | None, segment_s: float | None,
+             live: bool = False) -> None:
         with self._lock:
             if self.shared is None:
                 self.writers[cam] = JsonlWriter(self.path(cam, None), self.config.flush_s, append, lease)
                 return
             if self.shared.closed:  # every camera had ended
                 self.shared = JsonlWriter(self.shared.path, self.config.flush_s, append=True)
+            if not live:
+                with self._merge:
+                    self._order.add_camera(cam)
             self.writers[cam] = self.shared
             if self._shared_segments is None and (segment_s is not None or START in self.config.filename):
                 self._shared_segments = WallSegments(segment_s, last_stamp(self.path("", START)))
@@ -164,8 +220,22 @@ class JsonlFiles:
                     jw.rotate(self.path("", shared))
         return jw
 
+    def write(self, cam: str, start: str | None, record: dict) -> None:
+        """The camera's next line (`start`: its next segment begins with it)."""
+        jw = self.next(cam, start)
+        if jw is not self.shared or cam not in self._order.waiting:
+            jw.write(record)
+            return
+        with self._merge:
+            for ready in self._order.add(cam, record):
+                jw.write(ready)
+
     def close(self, cam: str, last: bool) -> None:
         """`last`: no other camera is open (a shared file closes)."""
+        if self.shared is not None and self.writers.get(cam) is self.shared:
+            with self._merge:
+                for ready in self._order.end(cam):
+                    self.shared.write(ready)
         with self._lock:
             jw = self.writers.pop(cam, None)
             if jw is not None and jw is not self.shared:
