@@ -213,6 +213,17 @@ def _add_cluster(sub) -> None:
     cluster.set_defaults(func=cmd_cluster)
 
 
+class Renamed(argparse.Action):
+    """An option that was renamed: it is refused with the name to use now."""
+
+    def __init__(self, option_strings, dest, now: str, **kwargs):
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+        self.now = now
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string} was renamed: use {self.now}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pipeline", description="Multi-camera video analytics on ONNX Runtime")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -256,6 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="sync baseline vs pipeline vs the machine's limit")
     bench.add_argument("--config", required=True)
     bench.add_argument("--camera-count", type=int, default=4, help="cameras: the config's sources repeated to N")
+    bench.add_argument("--cameras", action=Renamed, now="--camera-count N")
     bench.add_argument("--frames", type=int, default=200, help="frames per camera")
     bench.add_argument("--out", default="bench")
     bench.add_argument("--live", action="store_true", help="add the paced overload case (latency under load)")

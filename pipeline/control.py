@@ -8,6 +8,7 @@ id that is not, `UnknownCamera`.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -27,23 +28,30 @@ class Runs(Protocol):
 
 
 class CameraControl:
+    """Requests come concurrently (one HTTP handler thread each): a camera's check and its
+    start happen under one lock, so of several adds of one id exactly one starts it and
+    the others are told it is running (`CameraInUse`)."""
+
     def __init__(self, runs: Runs, config: Config):
         self.runs = runs
         self.config = config
+        self._lock = threading.Lock()
 
     def add(self, data: Any, where: str = "source") -> SourceConfig:
         source = parse_source(data, self.config.base_dir, where)
         register_source(source)  # its URL's password is masked in every answer and log from now on
-        if source.id in self.runs.cameras():
-            raise CameraInUse(f"{where}.id: camera {source.id} is already running")
-        others = [s for s in self.config.sources if s.id != source.id]
-        problems = output_path_problems(replace(self.config, sources=[*others, source]))
-        if problems:
-            raise ConfigError(problems)
-        self.runs.add_camera(source)
+        with self._lock:
+            if source.id in self.runs.cameras():
+                raise CameraInUse(f"{where}.id: camera {source.id} is already running")
+            others = [s for s in self.config.sources if s.id != source.id]
+            problems = output_path_problems(replace(self.config, sources=[*others, source]))
+            if problems:
+                raise ConfigError(problems)
+            self.runs.add_camera(source)
         return source
 
     def remove(self, camera: str) -> None:
-        if camera not in self.runs.cameras():
-            raise UnknownCamera(f"camera {camera} is not running")
-        self.runs.remove_camera(camera)
+        with self._lock:
+            if camera not in self.runs.cameras():
+                raise UnknownCamera(f"camera {camera} is not running")
+            self.runs.remove_camera(camera)

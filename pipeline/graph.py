@@ -16,6 +16,7 @@ pass them in, or here for those not given.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import cv2
@@ -25,6 +26,7 @@ from pipeline.engines.engine_registry import EngineRegistry
 from pipeline.engines.model_check import OpenModel, open_models
 from pipeline.engines.plan import ThreadPlan, plan_threads
 from pipeline.engines.session import ModelError
+from pipeline.errors import CameraInUse
 from pipeline.frames import Resume
 from pipeline.metrics.registry import Metrics, thread_count
 from pipeline.metrics.snapshot import Snapshot
@@ -49,6 +51,7 @@ class Pipeline:
         self.control = RunControl()
         self.max_frames = max_frames
         self.sources: list[VideoSource] = []
+        self._adding = threading.Lock()  # cameras added while running: one at a time
         self.stages: list[Stage] = []
         self.started = False
         base_threads = thread_count()
@@ -99,13 +102,15 @@ class Pipeline:
     # -- cameras while running ----------------------------------------------------------------
     def add_camera(self, source: SourceConfig, resume: Resume = Resume()) -> None:
         """Start one more camera while running (its analytics, if any, come from the graph's
-        specs); `resume` picks up a camera that ran elsewhere. The id must not be running."""
-        if any(s.camera == source.id and s.running for s in self.sources):
-            raise ValueError(f"camera {source.id} is already running")
-        self.sources = [s for s in self.sources if s.camera != source.id]
-        started = self._source(source, resume)
-        if self.started:
-            started.start()
+        specs); `resume` picks up a camera that ran elsewhere. The id must not be running
+        (`CameraInUse`): its files and counters are one camera's."""
+        with self._adding:
+            if source.id in self.cameras() or any(s.camera == source.id and s.running for s in self.sources):
+                raise CameraInUse(f"camera {source.id} is already running")
+            self.sources = [s for s in self.sources if s.camera != source.id]
+            started = self._source(source, resume)
+            if self.started:
+                started.start()
 
     def remove_camera(self, camera: str) -> None:
         """Stop one camera: its frames drain and its files are finalised; the others go on."""

@@ -6,6 +6,7 @@ import socket
 import subprocess
 import time
 
+import pytest
 import yaml
 
 from conftest import ROOT, detector_model
@@ -104,3 +105,13 @@ def test_a_password_in_a_camera_url_shows_nowhere(tmp_path, model_path, pipeline
     assert r.returncode == 1  # its only camera failed
     shown = r.stdout + r.stderr + (tmp_path / "r.json").read_text()
     assert "admin:***@127.0.0.1" in shown and "S3cretPass" not in shown
+
+
+def test_the_renamed_bench_option_names_its_new_name(capsys):
+    from pipeline.cli import build_parser
+
+    with pytest.raises(SystemExit) as ended:
+        build_parser().parse_args(["bench", "--config", "configs/bench.yaml", "--cameras", "4"])
+    assert ended.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == \
+        "pipeline bench: error: --cameras was renamed: use --camera-count N"

@@ -268,17 +268,17 @@ class Metrics:
     def snapshot(self) -> Snapshot:
         """Everything measured so far. Cameras, stages and engines come and go while it is
         taken (an HTTP add, a poll): each table is copied under the lock first."""
-        with self._lock:
-            cameras, stages = list(self.cameras.items()), list(self.stages.items())
-            engines, queues = list(self.engines.items()), list(self.queues.items())
+        with self._lock:  # each camera's counters as one moment (they change under this lock)
+            cameras = {cam: c.snapshot() for cam, c in list(self.cameras.items())}
+            stages, engines, queues = list(self.stages.items()), list(self.engines.items()), list(self.queues.items())
             reached, retention = list(self.reached.items()), list(self.retention.items())
         elapsed = (self.finished or time.monotonic()) - self.started
-        processed = sum(s.processed for _, s in cameras)
+        processed = sum(c.processed for c in cameras.values())
         return Snapshot(
             elapsed_s=round(elapsed, 3), throughput_fps=round(processed / elapsed, 2) if elapsed > 0 else 0.0,
             processed=processed, latency=Latency.of(self.total_latency()), cpu_percent=round(self.cpu_percent, 1),
             threads=thread_count(), max_threads=self.max_threads,
-            cameras={cam: c.snapshot() for cam, c in cameras},
+            cameras=cameras,
             reached_after={k: Latency.of(h) for k, h in sorted(reached, key=lambda kv: kv[1].total / max(1, kv[1].count))},
             stages={k: v.snapshot(elapsed) for k, v in stages},
             engines={k: v.snapshot() for k, v in engines},

@@ -125,3 +125,48 @@ def test_camera_states_are_text_and_their_detail_is_redacted():
     snap = m.snapshot().cameras["a"]
     assert snap.state == "failed" and type(snap.state) is str
     assert "S3cretPass" not in snap.detail and "S3cretPass" not in seen[0][1] and seen[0][0] == "failed"
+
+
+def test_snapshots_taken_while_cameras_stages_and_engines_come_and_go_are_whole():
+    """Cameras added over HTTP while `/api/cameras` is polled: every snapshot is taken from
+    tables that other threads grow at the same time; none may fail, each is consistent."""
+    import threading
+
+    from pipeline.metrics.prometheus import SnapshotCollector
+
+    m = Metrics()
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def come_and_go(k: int) -> None:
+        i = 0
+        while not stop.is_set():
+            cam = f"c{k}-{i}"
+            m.frame_in(cam)
+            m.frame_out(cam, 0.01)
+            m.stage_busy(f"stage{i % 50}", 0.001)
+            m.engines[f"e{k}-{i % 50}"].submitted()
+            m.boundaries(0.0, {f"b{i % 40}": 0.001})
+            i += 1
+
+    def read() -> None:
+        try:
+            while not stop.is_set():
+                snap = m.snapshot()
+                assert all(c.processed <= c.frames_in for c in snap.cameras.values())
+                assert snap.processed == sum(c.processed for c in snap.cameras.values())
+                snap.to_dict()
+                list(SnapshotCollector(lambda: snap).collect())
+        except BaseException as e:
+            failures.append(e)
+
+    threads = [threading.Thread(target=come_and_go, args=(k,)) for k in range(2)]
+    threads += [threading.Thread(target=read) for _ in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(3)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not failures, failures[0]
+    assert len(m.cameras) > 1000  # the tables really grew while they were read

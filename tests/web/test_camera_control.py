@@ -235,3 +235,79 @@ def test_a_running_pipeline_adds_and_removes_cameras_on_its_own_port(model_path,
     lines = [json.loads(x) for x in (tmp_path / "out" / "detections.jsonl").read_text().splitlines()]
     assert any(line["camera"] == "dock" for line in lines)
     assert "campus" in p.cameras()
+
+
+def test_parallel_adds_of_one_id_start_it_once_and_the_others_hear_409(controlled, short_clips, monkeypatch):
+    """Three requests add one id at the same moment, four times over: one 201 each time,
+    the others 409 (never a second camera of that id, never 400), and every frame of the
+    camera counted once. Opening a camera's outputs is made slow, as on a busy disk: the
+    time between a request's check and its camera's start is where a second one got in."""
+    import threading
+
+    p, base = controlled
+    opening = p.sink.add_camera
+
+    def slow_open(*args, **kwargs):
+        time.sleep(0.3)
+        return opening(*args, **kwargs)
+
+    monkeypatch.setattr(p.sink, "add_camera", slow_open)
+    for round_ in range(4):
+        body = json.dumps({"id": f"dup{round_}", "uri": short_clips["bikes"]}).encode()
+        answers: list[int] = []
+        gate = threading.Barrier(3)
+
+        def add() -> None:
+            gate.wait()
+            answers.append(post(base, body, content_type="application/json")[0])
+
+        threads = [threading.Thread(target=add) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(answers) == [201, 409, 409], (round_, answers)
+    assert until(lambda: not any(c.startswith("dup") for c in p.cameras()))
+    for round_ in range(4):
+        cam = p.snapshot().cameras[f"dup{round_}"]
+        assert cam.frames_in == cam.processed + cam.dropped_total == 40, cam
+
+
+def test_cameras_come_and_go_while_the_api_is_read_and_every_read_is_answered(controlled, short_clips, tmp_path):
+    """Cameras added and removed over HTTP while `/api/cameras` is polled: every poll gets
+    a whole answer, the run goes on, and every camera's frames add up."""
+    import threading
+
+    from conftest import cut_clip
+
+    p, base = controlled
+    clip = cut_clip(short_clips["bikes"], str(tmp_path / "ten.mp4"), 10)
+    stop, reads, failures = threading.Event(), [], []
+
+    def poll() -> None:
+        while not stop.is_set():
+            try:
+                status, body, _ = get(base + "/api/cameras", AUTH)
+                reads.append((status, sorted(json.loads(body)["cameras"])))
+            except Exception as e:  # a closed connection, a torn body
+                failures.append(e)
+
+    readers = [threading.Thread(target=poll) for _ in range(2)]
+    for t in readers:
+        t.start()
+    try:
+        for i in range(12):
+            body = json.dumps({"id": f"x{i}", "uri": clip}).encode()
+            assert post(base, body, content_type="application/json")[0] == 201
+            if i % 3 == 2:
+                assert get(base + f"/api/cameras/x{i - 1}", AUTH, "DELETE")[0] in (202, 404)  # 404: it ended
+        assert until(lambda: not any(c.startswith("x") for c in p.cameras()), 120)
+    finally:
+        stop.set()
+        for t in readers:
+            t.join()
+    assert not failures and len(reads) > 10 and all(status == 200 for status, _ in reads), failures[:1]
+    assert "campus" in p.cameras()  # the base camera went on
+    for i in range(12):
+        cam = p.snapshot().cameras[f"x{i}"]
+        assert cam.state == "ended" and cam.frames_in == cam.processed + cam.dropped_total, (i, cam)
