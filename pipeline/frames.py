@@ -114,18 +114,19 @@ class Letterbox:
 
 @dataclass
 class Motion:
-    """What changed in a frame against its camera's background (`sources.motion`): the
-    boxes around the changes, in frame pixels, and the share of the unmasked picture that
-    changed. `recalibrated`: so much changed at once (lights, day/night) that the
+    """What changed in a frame against its camera's background (`sources.motion_detector`):
+    the boxes around the changes, in frame pixels, and the share of the unmasked picture
+    that changed. `recalibrated`: so much changed at once (lights, day/night) that the
     background was taken afresh and no motion is reported."""
 
     boxes: np.ndarray  # (n, 4) float32 x1, y1, x2, y2
     changed: float = 0.0
     recalibrated: bool = False
+    mask: list = field(default_factory=list)  # the camera's polygons where motion is ignored (the tuning view)
 
     @classmethod
-    def none(cls, changed: float = 0.0, recalibrated: bool = False) -> "Motion":
-        return cls(np.zeros((0, 4), np.float32), changed, recalibrated)
+    def none(cls, changed: float = 0.0, recalibrated: bool = False, mask: list | None = None) -> "Motion":
+        return cls(np.zeros((0, 4), np.float32), changed, recalibrated, mask or [])
 
     @property
     def moving(self) -> bool:

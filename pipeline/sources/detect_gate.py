@@ -23,7 +23,7 @@ import av
 from pipeline.config import MotionConfig
 from pipeline.config.stages import DetectRate
 from pipeline.frames import DetectPlan
-from pipeline.sources.motion import MotionDetector
+from pipeline.sources.motion_detector import MotionDetector
 from pipeline.sources.regions import plan_regions
 
 _EPS = 1e-6  # timestamps in a time base are not exact in binary

@@ -1,6 +1,7 @@
 """One connection to the live view: its requests, routed to the page, the API, the
-metrics, a camera's stills or its MJPEG stream, the events and their evidence files, and
-(with `outputs.web.control`) cameras added and removed.
+metrics, a camera's stills or its MJPEG stream, its motion for the tuning view, the
+events and their evidence files, and (with `outputs.web.control`) cameras added and
+removed.
 
 A client that goes away mid-reply ends its connection with one debug line; an idle
 connection is closed after the server's idle timeout (the socket timeout, which also
@@ -83,6 +84,8 @@ class Handler(AdmittedHandler):
             self.page(token)
         elif path == "/api/cameras":
             self.send(200, json.dumps(redact_data(self.app.api_snapshot())).encode(), "application/json")
+        elif path.startswith("/api/motion/"):
+            self.motion(urllib.parse.unquote(path[len("/api/motion/"):]))
         elif path == "/api/events":
             self.recent_events(_int(query.get("limit"), 50), _int(query.get("after"), 0))
         elif path.startswith("/evidence/"):
@@ -121,6 +124,14 @@ class Handler(AdmittedHandler):
         configured = self.app.config.token
         headers = {"Set-Cookie": set_cookie(configured)} if configured and is_token(token, configured) else {}
         self.send(200, PAGE, "text/html; charset=utf-8", headers)
+
+    def motion(self, camera: str) -> None:
+        """The tuning view: the camera's newest motion, mask and regions (`Preview.motion`)."""
+        view = self.app.preview.motion(camera) if self.known(camera) else False  # (unknown: answered 404)
+        if view is None:
+            self.send(404, b"this camera measures no motion (detect: motion: true)\n")
+        elif view:
+            self.send(200, json.dumps(view).encode(), "application/json")
 
     def known(self, camera: str) -> bool:
         if camera in self.app.cameras():

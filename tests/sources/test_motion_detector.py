@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pipeline.config import MotionConfig
-from pipeline.sources.motion import MotionDetector, luma
+from pipeline.sources.motion_detector import MotionDetector, luma
 
 W, H = 320, 180
 RATE = 15

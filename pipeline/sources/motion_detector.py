@@ -112,7 +112,7 @@ class MotionDetector:
         small = cv2.GaussianBlur(shrink(y, shift, self._small), (3, 3), 0)
         if self._background is None:
             self._background, self._last_t, self._moving_since = small.astype(np.float32), t, None
-            return Motion.none(recalibrated=True)
+            return Motion.none(recalibrated=True, mask=self.config.mask)
         background = cv2.convertScaleAbs(self._background)
         threshold = float(self.config.threshold)
         if self.config.contrast:
@@ -125,11 +125,11 @@ class MotionDetector:
         self._last_t = t
         if share >= self.config.recalibrate:
             self._background, self._moving_since = small.astype(np.float32), None
-            return Motion.none(share, recalibrated=True)
+            return Motion.none(share, recalibrated=True, mask=self.config.mask)
         grown = cv2.dilate(changed, _KERNEL, iterations=2) if share else changed
         boxes = self._boxes(changed, grown) if share else np.zeros((0, 4), np.float32)
         self._learn(small, grown, alpha, t, len(boxes) > 0)
-        return Motion(boxes, share)
+        return Motion(boxes, share, mask=self.config.mask)
 
     def _learn(self, small: np.ndarray, grown: np.ndarray, alpha: float, t: float, moving: bool) -> None:
         """The background follows the picture: everywhere while nothing moves, or once the
