@@ -37,6 +37,7 @@ from pipeline.runtime.threads import Capacity
 from pipeline.side_outputs import SideOutputs
 from pipeline.sinks.sink import SinkStage
 from pipeline.sources.camera import VideoSource
+from pipeline.sources.detect_gate import DetectGate
 from pipeline.stages import STAGES
 from pipeline.stages.build import BuildContext
 
@@ -92,12 +93,17 @@ class Pipeline:
         self.sink.add_camera(s.id, bool(s.live), resume)
         port = self.ingress.add_camera(s.id, s.queue.size or self.ingress.read_budget, s.queue.policy)
         self.plan.add_camera(s.thread_count)
-        entry = entry_stage(self.config.graph)
-        assert entry is not None
         source = VideoSource(s, Preprocessor(self.config.detector), port, self.metrics, self.control,
-                             self.max_frames, resume, entry.rate(s.id), self.engines.regions_per_run(entry.model))
+                             self.max_frames, resume, self._gate(s))
         self.sources.append(source)
         return source
+
+    def _gate(self, s: SourceConfig) -> DetectGate:
+        """Which of the camera's frames its detector sees, with its tracks fed back."""
+        entry = entry_stage(self.config.graph)
+        assert entry is not None
+        model = self.config.models[entry.model]
+        return DetectGate(entry.rate(s.id), s.motion, max(model.input_size), self.engines.regions_per_run(entry.model))
 
     # -- cameras while running ----------------------------------------------------------------
     def add_camera(self, source: SourceConfig, resume: Resume = Resume()) -> None:

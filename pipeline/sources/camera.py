@@ -15,7 +15,6 @@ import time
 from typing import Protocol
 
 from pipeline.config import SourceConfig
-from pipeline.config.stages import DetectRate
 from pipeline.errors import one_line
 from pipeline.frames import EndOfStream, Item, Resume
 from pipeline.metrics.registry import CameraState, CameraStats, Metrics
@@ -23,6 +22,7 @@ from pipeline.preprocess import Preprocessor
 from pipeline.runtime.queues import QueueClosed
 from pipeline.runtime.stage import RunControl
 from pipeline.sources.connection import Connection, SourceError
+from pipeline.sources.detect_gate import DetectGate
 from pipeline.sources.framing import Framing
 from pipeline.sources.health import CameraHealth
 from pipeline.sources.reconnect import Reconnect
@@ -49,7 +49,7 @@ class Lane(Protocol):
 class VideoSource:
     def __init__(self, config: SourceConfig, preprocess: Preprocessor, lane: Lane, metrics: Metrics,
                  control: RunControl, max_frames: int | None = None, resume: Resume = Resume(),
-                 rate: DetectRate = DetectRate(), budget: int = 1):
+                 gate: DetectGate | None = None):
         self.config = config
         self.camera = config.id
         self.preprocess = preprocess
@@ -60,7 +60,7 @@ class VideoSource:
         # where it picks up: frames of its file processed elsewhere, and where its numbering
         # and timeline continue (`max_frames` counts the frames of the id across moves)
         self.resume = resume
-        self.rate, self.budget = rate, budget  # which of its frames the detector sees; regions a run may take
+        self.gate = gate  # which of its frames the detector sees (None: every frame)
         self._said: set[str] = set()  # decoder fallbacks said once per camera, not per connection
         self.stop_event = threading.Event()  # this camera only (removed while the others go on)
         self.health = CameraHealth(self.camera, metrics)
@@ -104,8 +104,8 @@ class VideoSource:
     # -- the thread ---------------------------------------------------------------------
     def _run(self) -> None:
         eos = EndOfStream(self.camera, "eof")
-        self.framing = Framing(self.config, self.preprocess, self.metrics, self.resume, self._wait, self.rate,
-                              self.budget)
+        self.framing = Framing(self.config, self.preprocess, self.metrics, self.resume, self._wait, self.gate,
+                               lambda: self.control.stop.is_set() or self.stop_event.is_set())
         try:
             if self.config.network:
                 self._run_live()

@@ -42,7 +42,8 @@ class Framing:
     starts: a paced file's first frame is due then."""
 
     def __init__(self, config: SourceConfig, preprocess: Preprocessor, metrics: Metrics, resume: Resume,
-                 wait: Callable[[float], None], rate: DetectRate = DetectRate(), budget: int = 1):
+                 wait: Callable[[float], None], gate: DetectGate | None = None,
+                 stopping: Callable[[], bool] = lambda: False):
         self.config = config
         self.camera = config.id
         self.preprocess = preprocess
@@ -50,7 +51,8 @@ class Framing:
         self.resume = resume  # frames of its file processed elsewhere; where its numbering and timeline continue
         self.wait = wait  # sleeps, waking when the camera is stopped
         self.gate = FrameGate(config.stride, config.max_fps)
-        self.detect = DetectGate(rate, config.motion, max(preprocess.width, preprocess.height), budget)
+        self.detect = gate or DetectGate(DetectRate(), config.motion)
+        self.stopping = stopping  # the camera is stopped: a wait for its tracker ends
         self._motion_failed = False
         self.timeline = Timeline(config.id, config.network, config.loop, phase_s=config.phase_s)
         self.paced = config.realtime or (bool(config.live) and not config.network)
@@ -84,6 +86,7 @@ class Framing:
         frame.stamps["capture"] = now
         frame.plan = self._plan(vf, t)
         if not frame.plan.run:
+            self.detect.handed(seq, t)
             return frame  # the detector does not see it: no model input
         try:
             self._inputs(frame)
@@ -93,6 +96,7 @@ class Framing:
             log.warning("camera %s frame %d: preprocess failed: %s", self.camera, seq, one_line(e))
             return None
         frame.stamp("preprocess")
+        self.detect.handed(seq, t)
         return frame
 
     def _inputs(self, frame: Frame) -> None:
@@ -113,7 +117,7 @@ class Framing:
         (counted, said once)."""
         t0 = time.perf_counter()
         try:
-            plan = self.detect.plan(vf, t)
+            plan = self.detect.plan(vf, t, self.stopping)
         except Exception as e:
             self.metrics.error(self.camera)
             if not self._motion_failed:

@@ -62,3 +62,40 @@ def test_on_a_still_scene_the_detector_runs_once_per_refresh_s_and_on_every_fram
     assert [reasons[i] for i in still[1:]] == ["refresh"] * (len(still) - 1)
     gated = [p for p in plans if not p.run and p.reason == "still"]
     assert len(gated) == 50 - len(ran)  # every other frame of the rate was gated
+
+
+def test_a_track_still_moving_runs_the_detector_on_a_still_picture_and_its_regions_hold_it():
+    """The tracker's view of half a second ago says a person still walks (motion missed
+    it); the run's region holds where it walks now."""
+    from pipeline.runtime.track_feedback import TrackFeedback, TrackView
+
+    feedback = TrackFeedback(wait=True)
+    gate = DetectGate(DetectRate(fps=5, motion=True, refresh_s=100, regions=True), MotionConfig(), least=64,
+                      budget=1, feedback=feedback)
+    still = still_and_moving(30, range(0))
+    plans = []
+    for i, vf in enumerate(still[:12]):
+        t = i / 15
+        if i % 3 == 0 and i:  # the tracker has updated on every frame up to the one LAG_S ago
+            for seq in range(i - 8, i - 6):
+                feedback.publish(TrackView(seq, seq / 15, np.array([[20, 20, 30, 40], [100, 50, 140, 70]], np.float32),
+                                           np.array([[15.0, 0.0], [0.0, 0.0]], np.float32), np.array([True, False])))
+        plans.append(gate.plan(vf, t, lambda: False))
+        gate.handed(i, t)
+    ran = [(i, p.reason) for i, p in enumerate(plans) if p.run]
+    assert ran[0] == (0, "first") and all(r == "tracks" for _, r in ran[1:]) and len(ran) > 1
+    last = plans[ran[-1][0]]
+    assert last.regions is not None and len(last.regions) == 1
+    x1, y1, x2, y2 = last.regions[0]
+    assert x1 <= 20 + 15 * 0.4 and x2 >= 30 + 15 * 0.4  # where the walker is by now
+
+
+def test_a_runs_regions_hold_the_motion_the_moving_tracks_and_whole_the_still_tracks_the_motion_touches():
+    from pipeline.runtime.track_feedback import TrackView
+    from pipeline.sources.detect_gate import _to_cover
+
+    motion = np.array([[100, 100, 120, 120]], np.float32)
+    tracks = TrackView(0, 0.0, np.array([[0, 0, 10, 10], [110, 90, 200, 150], [500, 500, 520, 540]], np.float32),
+                       np.array([[10.0, 0.0], [0.0, 0.0], [0.0, 0.0]], np.float32), np.array([True, False, False]))
+    cover = _to_cover(motion, tracks.moving_at(1.0), tracks)
+    assert cover.tolist() == [[100, 100, 120, 120], [10, 0, 20, 10], [110, 90, 200, 150]]  # not the car far away
