@@ -60,6 +60,7 @@ class Detections:
     track_id: np.ndarray | None = None
     attributes: dict[str, Attribute] = field(default_factory=dict)
     predicted: np.ndarray | None = None  # per row: the tracker's box, not the detector's (None: all detected)
+    stationary: np.ndarray | None = None  # per row: its track has not moved for `track.stationary_s` (None: none)
 
     @classmethod
     def empty(cls, names: ClassNames | None = None) -> "Detections":
@@ -182,6 +183,7 @@ class ZoneCount:
     name: str
     polygon: np.ndarray
     inside: int
+    stationary: int = 0  # of those inside, the ones that have not moved for `track.stationary_s`
 
 
 @dataclass
@@ -196,7 +198,7 @@ class Event:
     pts: int | None
     track: int
     cls: str
-    event: str  # "cross", "enter", "exit"
+    event: str  # "cross", "enter", "exit"; "stationary", "moving": an object inside a zone stops, goes on
     line: str | None = None
     zone: str | None = None
     direction: str | None = None

@@ -208,6 +208,9 @@ class LineSpec(_CountingSpec):
 class ZoneSpec(_CountingSpec):
     name: str = option(doc="the zone's name (events, counts)")
     polygon: list[tuple[float, float]] = option(read=read_points(None), doc="3 or more [x, y] points")
+    alert_stationary: bool = option(True, doc="send a `stationary` event when an object inside stops (for "
+                                              "`track.stationary_s`) and `moving` when it goes on (false: that "
+                                              "state shows in `/api/cameras`, the counts and the JSON lines only)")
 
 
 @dataclass(kw_only=True)

@@ -52,6 +52,7 @@ class CameraStats:
     last_out: float | None = None
     counts: dict[tuple[str, str, str], int] = field(default_factory=lambda: defaultdict(int))  # (name, event, class)
     occupancy: dict[str, int] = field(default_factory=dict)  # zone -> objects inside now
+    stationary: dict[str, int] = field(default_factory=dict)  # zone -> of those, the ones not moving
     segment: str = ""  # the file name of the video (or JSON lines) segment being written
     snapshots_lost: int = 0  # event pictures (frames, crops) that could not be written
     detector: DetectorCounts = field(default_factory=DetectorCounts)
@@ -71,7 +72,7 @@ class CameraStats:
             dropped=dict(self.dropped), errors=self.errors, decode_errors=self.decode_errors,
             output_errors=dict(self.output_errors), fps=round(fps, 2), reconnects=self.reconnects,
             downtime_s=round(self.downtime_s, 2), latency=Latency.of(self.latency), counts=self.nested_counts(),
-            occupancy=dict(self.occupancy), segment=self.segment, snapshots_lost=self.snapshots_lost,
+            occupancy=dict(self.occupancy), stationary=dict(self.stationary), segment=self.segment, snapshots_lost=self.snapshots_lost,
             detector=dataclasses.replace(self.detector))
 
 

@@ -61,6 +61,7 @@ class CameraSnapshot:
     latency: Latency = field(default_factory=Latency)
     counts: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # line or zone -> event -> class -> n
     occupancy: dict[str, int] = field(default_factory=dict)  # zone -> objects inside now
+    stationary: dict[str, int] = field(default_factory=dict)  # zone -> of those, the ones not moving
     segment: str = ""
     snapshots_lost: int = 0  # event pictures (frames, crops) that could not be written
     detector: DetectorCounts = field(default_factory=DetectorCounts)

@@ -1,9 +1,10 @@
 """Machine-readable metadata: one JSON line per frame.
 
 `{"camera", "seq", "pts", "time", "detected", "detections": [{"box": [x1, y1, x2, y2],
-"score", "class_id", "class", "predicted", "track"?, "labels"?: {classifier: {"label",
-"id", "score"}}}], "events"?, "errors"?}` with boxes in frame pixels; `detected`: the
-detector ran on the frame; `predicted`: the box is the tracker's, not the detector's.
+"score", "class_id", "class", "predicted", "track"?, "stationary"?, "labels"?: {classifier:
+{"label", "id", "score"}}}], "events"?, "errors"?}` with boxes in frame pixels; `detected`:
+the detector ran on the frame; `predicted`: the box is the tracker's, not the detector's;
+`stationary`: its track has not moved for `track.stationary_s`.
 With `{camera}` in the file name each camera gets its own file; without it all cameras
 share one file (lines of one camera stay in order; the lines of file cameras in the
 order of their time, then camera id: `InTimeOrder`). A file run's lines depend on its
@@ -41,6 +42,8 @@ def frame_record(frame: Frame, wall_time: bool = True) -> dict:
                            "predicted": bool(det.predicted is not None and det.predicted[i])}
             if det.track_id is not None and det.track_id[i] >= 0:
                 entry["track"] = int(det.track_id[i])
+            if det.stationary is not None and det.stationary[i]:
+                entry["stationary"] = True
             labels = {stage: {"label": attr.names(int(attr.class_id[i])), "id": int(attr.class_id[i]),
                               "score": round(float(attr.score[i]), 4)}
                       for stage, attr in det.attributes.items() if attr.class_id[i] >= 0}

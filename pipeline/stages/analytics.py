@@ -113,6 +113,7 @@ class Zone(Geometry):
         super().__init__(spec)
         self.polygon = np.asarray(spec.polygon, np.float32).reshape(-1, 1, 2)
         self.inside: dict[int, str] = {}  # track -> class
+        self.stationary: set[int] = set()  # of the tracks inside, those not moving
 
     def locate(self, p: np.ndarray) -> tuple[bool, float]:
         signed = cv2.pointPolygonTest(self.polygon, (float(p[0]), float(p[1])), True)
@@ -121,9 +122,21 @@ class Zone(Geometry):
     def first(self, side: bool) -> Side:
         return Side(False)
 
+    def settle(self, track: int, stationary: bool) -> str | None:
+        """The track's state in the zone: `stationary` when one inside stops moving,
+        `moving` when it goes on (None: no change, or not inside)."""
+        if track not in self.inside or stationary == (track in self.stationary):
+            return None
+        if stationary:
+            self.stationary.add(track)
+            return "stationary"
+        self.stationary.discard(track)
+        return "moving"
+
     def forget(self, track: int) -> None:
         super().forget(track)
         self.inside.pop(track, None)
+        self.stationary.discard(track)
 
 
 @dataclass
@@ -170,53 +183,72 @@ class AnalyticsStage(InlineStage):
             self._observe(cam, frame)
         frame.lines = [LineCount(ln.spec.name, tuple(ln.a), tuple(ln.b), ln.counts["in"], ln.counts["out"])
                        for ln in cam.lines]
-        frame.zones = [ZoneCount(z.spec.name, z.polygon, len(z.inside)) for z in cam.zones]
+        frame.zones = [ZoneCount(z.spec.name, z.polygon, len(z.inside), len(z.stationary)) for z in cam.zones]
         if frame.zones:
-            self.metrics.camera(frame.camera).occupancy = {z.name: z.inside for z in frame.zones}
+            stats = self.metrics.camera(frame.camera)
+            stats.occupancy = {z.name: z.inside for z in frame.zones}
+            stats.stationary = {z.name: z.stationary for z in frame.zones}
         return (frame,)
 
     def _observe(self, cam: CameraAnalytics, frame: Frame) -> None:
         det = frame.detections
         assert det is not None and det.track_id is not None
-        counts = self.metrics.camera(frame.camera).counts
         cam.updates += 1
+        predicted = det.predicted if det.predicted is not None else np.zeros(len(det), bool)
+        stationary = det.stationary if det.stationary is not None else np.zeros(len(det), bool)
         for i in range(len(det)):
             tid = int(det.track_id[i])
             if tid < 0:
                 continue
-            x1, _, x2, y2 = det.xyxy[i]
-            anchor = np.array([(x1 + x2) / 2, y2], np.float64)
             cls = self.names(int(det.class_id[i]))
-            prev = cam.last[tid][0] if tid in cam.last else None
-            cam.last[tid] = (anchor, cam.updates)
-            for line in cam.lines:
-                if not line.applies(cls):
-                    continue
-                side = line.step(tid, anchor, prev)
-                if side is not None:
-                    direction = "in" if side else "out"
-                    line.counts[direction] += 1
-                    counts[(line.spec.name, direction, cls)] += 1
-                    frame.events.append(self._event(frame, tid, cls, "cross", line=line.spec.name,
-                                                    direction=direction))
+            if predicted[i]:  # the tracker's guess: it moves nothing across a line or a border
+                if tid in cam.last:
+                    cam.last[tid] = (cam.last[tid][0], cam.updates)
+            else:
+                self._step(cam, frame, tid, cls, det.xyxy[i])
             for zone in cam.zones:
-                if not zone.applies(cls):
-                    continue
-                side = zone.step(tid, anchor, prev)
-                if side is None:
-                    continue
-                event = "enter" if side else "exit"
-                if side:
-                    zone.inside[tid] = cls
-                else:
-                    zone.inside.pop(tid, None)
-                counts[(zone.spec.name, event, cls)] += 1
-                frame.events.append(self._event(frame, tid, cls, event, zone=zone.spec.name))
+                change = zone.settle(tid, bool(stationary[i]))
+                if change is not None:
+                    self.metrics.camera(frame.camera).counts[(zone.spec.name, change, cls)] += 1
+                    if zone.spec.alert_stationary:
+                        frame.events.append(self._event(frame, tid, cls, change, zone=zone.spec.name))
         for tid, (_, seen) in list(cam.last.items()):
             if cam.updates - seen > self.spec.forget_after:  # the tracker has dropped it: forget it, stop counting it inside
                 del cam.last[tid]
                 for g in (*cam.lines, *cam.zones):
                     g.forget(tid)
+
+    def _step(self, cam: CameraAnalytics, frame: Frame, tid: int, cls: str, box: np.ndarray) -> None:
+        """A detected position of track `tid`: the lines it crosses and the zones it enters or leaves."""
+        counts = self.metrics.camera(frame.camera).counts
+        x1, _, x2, y2 = box
+        anchor = np.array([(x1 + x2) / 2, y2], np.float64)
+        prev = cam.last[tid][0] if tid in cam.last else None
+        cam.last[tid] = (anchor, cam.updates)
+        for line in cam.lines:
+            if not line.applies(cls):
+                continue
+            side = line.step(tid, anchor, prev)
+            if side is not None:
+                direction = "in" if side else "out"
+                line.counts[direction] += 1
+                counts[(line.spec.name, direction, cls)] += 1
+                frame.events.append(self._event(frame, tid, cls, "cross", line=line.spec.name,
+                                                direction=direction))
+        for zone in cam.zones:
+            if not zone.applies(cls):
+                continue
+            side = zone.step(tid, anchor, prev)
+            if side is None:
+                continue
+            event = "enter" if side else "exit"
+            if side:
+                zone.inside[tid] = cls
+            else:
+                zone.inside.pop(tid, None)
+                zone.stationary.discard(tid)
+            counts[(zone.spec.name, event, cls)] += 1
+            frame.events.append(self._event(frame, tid, cls, event, zone=zone.spec.name))
 
     @staticmethod
     def _event(frame: Frame, track: int, cls: str, event: str, **extra: str) -> Event:
