@@ -185,7 +185,8 @@ class ClassifySpec(StageSpec):
             _needs_tracker(r, ctx, self.path)
 
 
-MIN_FRAMES_DOC = "a change of side counts once the object stayed on the new side this many frames"
+MIN_FRAMES_DOC = ("a change of side counts once the object has been on the new side this many frames (a detection "
+                  "confirms it; frames the detector did not see count as time there)")
 MIN_DISTANCE_DOC = "... or once it is this many pixels past the line or edge"
 
 

@@ -3,9 +3,11 @@
 An object's position is the bottom centre of its box (where it touches the ground).
 Each line and zone sees the object on one side (left/right of the line, seen from its
 first point towards its second; inside/outside the zone). A change of side is only
-*pending* at first: it counts once the object has stayed on the new side for
-`min_frames` frames, or moved `min_distance` pixels past the line or edge, and going
-back before that cancels it. Without this, one person standing on a line is counted
+*pending* at first: it counts once the object has been on the new side for
+`min_frames` frames (counted from its first detected position there, confirmed by a
+detection: frames the detector did not see count as time, a predicted box never
+confirms), or moved `min_distance` pixels past the line or edge, and going back before
+that cancels it. Without this, one person standing on a line is counted
 six times in two seconds (detections jitter by a few pixels). A line counts `in` for a
 move from its left to its right and `out` the other way, and only when the step that
 changed sides went through the segment itself, not past its ends.
@@ -35,7 +37,7 @@ class Side:
 
     side: bool                      # right of the line / inside the zone
     pending: bool | None = None     # the side it moved to, not yet confirmed
-    frames: int = 0                 # frames seen on the pending side
+    since: int = 0                  # the camera's update it was first seen on the pending side
     through: bool = False           # lines: the step to the pending side crossed the segment
 
 
@@ -53,8 +55,11 @@ class Geometry:
     def locate(self, p: np.ndarray) -> tuple[bool, float]:
         raise NotImplementedError
 
-    def step(self, track: int, p: np.ndarray, prev: np.ndarray | None) -> bool | None:
-        """Feed one position; returns the newly confirmed side when a change counts."""
+    def step(self, track: int, p: np.ndarray, prev: np.ndarray | None, now: int) -> bool | None:
+        """Feed one detected position, on the camera's update `now`; returns the newly
+        confirmed side when a change counts: the object was first seen on the new side
+        `min_frames` - 1 updates ago (frames between detections, predicted, count as time
+        there; only a detection confirms)."""
         side, distance = self.locate(p)
         state = self.sides.get(track)
         if state is None:
@@ -63,16 +68,15 @@ class Geometry:
             if state.side == side:
                 return None
         if side == state.side:
-            state.pending, state.frames = None, 0  # back before the change counted: cancelled
+            state.pending = None  # back before the change counted: cancelled
             return None
         if state.pending != side:
-            state.pending, state.frames = side, 0
+            state.pending, state.since = side, now
             state.through = self.through(prev, p)
-        state.frames += 1
         far = self.spec.min_distance is not None and distance >= self.spec.min_distance
-        if state.frames < self.spec.min_frames and not far:
+        if now - state.since + 1 < self.spec.min_frames and not far:
             return None
-        state.side, state.pending, state.frames = side, None, 0
+        state.side, state.pending = side, None
         return side if state.through else None
 
     def first(self, side: bool) -> Side:
@@ -228,7 +232,7 @@ class AnalyticsStage(InlineStage):
         for line in cam.lines:
             if not line.applies(cls):
                 continue
-            side = line.step(tid, anchor, prev)
+            side = line.step(tid, anchor, prev, cam.updates)
             if side is not None:
                 direction = "in" if side else "out"
                 line.counts[direction] += 1
@@ -238,7 +242,7 @@ class AnalyticsStage(InlineStage):
         for zone in cam.zones:
             if not zone.applies(cls):
                 continue
-            side = zone.step(tid, anchor, prev)
+            side = zone.step(tid, anchor, prev, cam.updates)
             if side is None:
                 continue
             event = "enter" if side else "exit"

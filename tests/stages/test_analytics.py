@@ -275,3 +275,16 @@ def test_a_zone_that_does_not_alert_on_stationary_objects_still_counts_them():
         s.process(f)
         events += [e.event for e in f.events]
     assert events == ["enter"] and s.metrics.camera("cam").stationary == {"lot": 1}
+
+
+def test_frames_the_detector_did_not_see_count_as_time_on_the_new_side():
+    """Detected every fifth frame (the others predicted): the crossing counts at the first
+    detection at least `min_frames` frames after the first one on the far side."""
+    s = stage({"lines": [VERTICAL]})
+    events = []
+    for seq in range(25):
+        x = 40 + 8 * seq
+        f = tracked(seq, 4, x, predicted=seq % 5 != 0)
+        s.process(f)
+        events += [(e.event, e.direction, e.seq) for e in f.events]
+    assert events == [("cross", "out", 15)]  # first seen past x 100 at frame 10, confirmed 5 frames later
