@@ -21,7 +21,7 @@ import time
 
 import cv2
 
-from pipeline.config import Config, SourceConfig, entry_stage
+from pipeline.config import Config, ConfigError, SourceConfig, cameras_problem, entry_stage
 from pipeline.engines.engine_registry import EngineRegistry
 from pipeline.engines.model_check import OpenModel, open_models
 from pipeline.engines.plan import ThreadPlan, plan_threads
@@ -42,6 +42,14 @@ from pipeline.stages import STAGES
 from pipeline.stages.build import BuildContext
 
 log = logging.getLogger("pipeline.graph")
+
+
+def detect_gate(config: Config, engines: EngineRegistry, s: SourceConfig) -> DetectGate:
+    """Which of the camera's frames its detector sees."""
+    entry = entry_stage(config.graph)
+    assert entry is not None
+    return DetectGate(entry.rate(s.id), s.motion, max(config.models[entry.model].input_size),
+                      engines.regions_per_run(entry.model))
 
 
 class Pipeline:
@@ -70,6 +78,9 @@ class Pipeline:
     # -- building -------------------------------------------------------------------------
     def _build(self) -> None:
         cfg = self.config
+        too_many = cameras_problem(cfg.sources, cfg.outputs)
+        if too_many:
+            raise ConfigError([f"sources: {too_many}"])
         entry = entry_stage(cfg.graph)
         assert entry is not None, "read_graph refuses a graph that does not start with its entry stage"
         # Little's law: the batches in flight keep the detector busy; file frames waiting
@@ -81,7 +92,7 @@ class Pipeline:
         self.stages = [STAGES[type(spec)].from_spec(spec, ctx) for spec in cfg.graph]
         self.side = SideOutputs(self)
         self.sink = SinkStage(cfg.outputs, self.metrics, self.control, Capacity(self.plan.cores),
-                              cfg.runtime.queue_size, self.side.evidence, self.side.preview)
+                              cfg.runtime.queue_size, self.side.evidence, self.side.preview, self.side.index)
         for a, b in zip(self.stages, [*self.stages[1:], self.sink]):
             a.emit = b.accept
         self.stages.append(self.sink)
@@ -94,25 +105,23 @@ class Pipeline:
         port = self.ingress.add_camera(s.id, s.queue.size or self.ingress.read_budget, s.queue.policy)
         self.plan.add_camera(s.thread_count)
         source = VideoSource(s, Preprocessor(self.config.detector), port, self.metrics, self.control,
-                             self.max_frames, resume, self._gate(s))
+                             self.max_frames, resume, detect_gate(self.config, self.engines, s))
         self.sources.append(source)
         return source
-
-    def _gate(self, s: SourceConfig) -> DetectGate:
-        """Which of the camera's frames its detector sees, with its tracks fed back."""
-        entry = entry_stage(self.config.graph)
-        assert entry is not None
-        model = self.config.models[entry.model]
-        return DetectGate(entry.rate(s.id), s.motion, max(model.input_size), self.engines.regions_per_run(entry.model))
 
     # -- cameras while running ----------------------------------------------------------------
     def add_camera(self, source: SourceConfig, resume: Resume = Resume()) -> None:
         """Start one more camera while running (its analytics, if any, come from the graph's
         specs); `resume` picks up a camera that ran elsewhere. The id must not be running
-        (`CameraInUse`): its files and counters are one camera's."""
+        (`CameraInUse`): its files and counters are one camera's; and the cameras with it
+        must fit the machine (`ConfigError` naming the limit)."""
         with self._adding:
             if source.id in self.cameras() or any(s.camera == source.id and s.running for s in self.sources):
                 raise CameraInUse(f"camera {source.id} is already running")
+            running = [s.config for s in self.sources if s.running]
+            too_many = cameras_problem([*running, source], self.config.outputs)
+            if too_many:
+                raise ConfigError([f"camera {source.id} cannot be added: {too_many}"])
             self.sources = [s for s in self.sources if s.camera != source.id]
             started = self._source(source, resume)
             if self.started:
@@ -175,6 +184,10 @@ class Pipeline:
     def is_open(self, path: str) -> bool:
         """Whether a camera's file at `path` is still being written."""
         return self.sink.files.is_open(path)
+
+    def cameras_written(self) -> set[str]:
+        """The cameras whose outputs were opened in this run (their files are this run's)."""
+        return set(self.sink.files.ran)
 
     @property
     def outputs_failed(self) -> dict[str, str]:

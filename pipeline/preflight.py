@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from pipeline.config import Config, ConfigError, load_yaml, output_path_problems, read_config
+from pipeline.config import Config, ConfigError, cameras_problem, load_yaml, output_path_problems, read_config
 from pipeline.engines.model_check import OpenModel, open_models
 from pipeline.metrics.prometheus import unusable_port
 from pipeline.sinks.encoder import encoder_problem
@@ -130,6 +130,8 @@ def check(config_path: str, output_dir: str | None = None, report: str | None = 
     if adjust is not None:
         config, found = adjust(config)
         problems += found
+    elif too_many := cameras_problem(config.sources, config.outputs):
+        problems.append(f"sources: {too_many}")
     checked = Checked(config)
     if models:
         checked.models, found = open_models(config)

@@ -4,7 +4,7 @@ events, the disk budget, and the live view with its web server; each only where 
 config asks for it. The graph starts, aborts and closes them with the run."""
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Collection, Protocol
 
 from pipeline.config import Config
 from pipeline.control import CameraControl, Runs
@@ -13,6 +13,7 @@ from pipeline.sinks.event_evidence import EventEvidence, RecentEvents
 from pipeline.sinks.events import EventPublisher
 from pipeline.sinks.preview import Preview
 from pipeline.sinks.retention import OutputRetention
+from pipeline.sinks.written import WrittenIndex
 from pipeline.web.server import WebServer
 
 class Run(Runs, Protocol):
@@ -27,6 +28,10 @@ class Run(Runs, Protocol):
         """Whether the run still writes this file (retention leaves it)."""
         ...
 
+    def cameras_written(self) -> Collection[str]:
+        """The cameras whose files this run wrote (retention removes only theirs)."""
+        ...
+
 
 class SideOutputs:
     def __init__(self, pipeline: Run):
@@ -36,10 +41,12 @@ class SideOutputs:
         if self.events is not None:
             pipeline.metrics.state_listeners.append(self.events.camera_state)
         self.recent = RecentEvents()
+        self.index = WrittenIndex(out.dir)  # what the run wrote: retention removes nothing else
         self.evidence = EventEvidence(out.dir, out.events, self.events, self.recent,
-                                      on_lost=pipeline.metrics.snapshot_lost)
+                                      on_lost=pipeline.metrics.snapshot_lost, on_file=self.index.add)
         self.retention = OutputRetention(
-            out, lambda path: pipeline.is_open(path) or self.evidence.is_open(path), pipeline.metrics)
+            out, lambda path: pipeline.is_open(path) or self.evidence.is_open(path), pipeline.metrics,
+            self.index, cameras=pipeline.cameras_written)
         self.preview: Preview | None = None
         self.web: WebServer | None = None
         if out.web is not None:

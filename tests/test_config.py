@@ -231,3 +231,37 @@ def test_a_cameras_own_detection_rate_overrides_the_stages(write_config, model_p
     detect = load_config(write_config(data)).graph[0]
     assert (detect.rate("a").fps, detect.rate("a").motion, detect.rate("a").regions) == (5, True, False)
     assert (detect.rate("b").fps, detect.rate("b").motion, detect.rate("b").regions) == (2, True, True)
+
+
+def test_counts_beyond_what_the_machine_can_hold_are_refused_naming_the_limit(write_config, model_path, sample_path,
+                                                                               monkeypatch):
+    from pipeline.config.limits import machine
+    from pipeline.preflight import check
+
+    data = base(model_path, sample_path)
+    data["sources"][0].update(thread_count=5000, queue={"size": 10**6})
+    data["graph"] += [{"track": {}}, {"analytics": {"cameras": {"a": {
+        "lines": [{"name": f"l{i}", "points": [[0, 0], [10, i + 1]]} for i in range(300)],
+        "zones": [{"name": "z", "polygon": [[i, i % 7] for i in range(2000)]}]}}}}]
+    data["outputs"] = {"events": {"clips": {"pre_s": 10**6, "post_s": 5}, "mqtt": {"host": "x", "buffer": 10**9}}}
+    data["runtime"] = {"queue_size": 10**5}
+    with pytest.raises(ConfigError) as e:
+        load_config(write_config(data))
+    cores = machine().cores
+    for line in (f"sources[0].thread_count: 5000 is over the limit of {max(16, cores)} (decode threads per camera: "
+                 f"the {cores} visible cores, at least 16)",
+                 "sources[0].queue.size: 1e+06 is over the limit of 256 (frames waiting in one lane)",
+                 "graph[3].analytics.cameras.a.lines: 300 is over the limit of 256 (lines per camera)",
+                 "graph[3].analytics.cameras.a.zones[0].polygon: 2000 is over the limit of 1024 (points of a polygon)",
+                 "outputs.events.clips.pre_s: 1e+06 is over the limit of 600 (seconds of a clip before its event)",
+                 "outputs.events.mqtt.buffer: 1e+09 is over the limit of 1e+06 (events held in memory)",
+                 "runtime.queue_size: 100000 is over the limit of 256 (frames waiting in one queue)"):
+        assert line in e.value.problems, (line, e.value.problems)
+    assert machine().cameras() == machine().memory // 2 // (32 * 2**20)  # each camera at least 32 MiB: here
+    monkeypatch.setattr("pipeline.config.limits.CAMERA_BYTES", machine().memory // 4)  # a machine for 2 cameras
+    many = base(model_path, sample_path)
+    many["sources"] = [{"id": f"c{i}", "uri": "rtsp://127.0.0.1:1/x"} for i in range(3)]
+    checked = check(write_config(many), for_run=False)  # what `validate` and `run` report, exit 2
+    assert checked.problems == [f"sources: 3 cameras are over the limit of 2 (each holds at least "
+                                f"{machine().memory // 4 // 2**20} MiB, in half of this machine's "
+                                f"{machine().memory / 2**30:.1f} GiB)"]

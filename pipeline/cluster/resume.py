@@ -25,17 +25,9 @@ import av
 
 from pipeline.config import OutputsConfig
 from pipeline.frames import Resume
+from pipeline.sinks.mp4_repair import video_frames
 from pipeline.sinks.segments import START, segment_files
 from pipeline.sinks.encoder import segment_path
-
-
-def video_frames(path: str) -> int:
-    """Frames a (possibly cut-off) video file holds: its packets, read without decoding."""
-    try:
-        with av.open(path) as c:
-            return sum(1 for p in c.demux(video=0) if p.size)
-    except Exception:  # empty, or nothing playable was written
-        return 0
 
 
 def video_segments(outputs: OutputsConfig, camera: str) -> list[str]:

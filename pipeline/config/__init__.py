@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from pipeline.config.limits import camera_problems, camera_threads
 from pipeline.config.models import LAYOUTS, BatchingConfig, EngineConfig, ModelConfig
 from pipeline.config.outputs import (JsonlOutputConfig, MetricsConfig, OutputsConfig, RuntimeConfig,
                                      VideoOutputConfig)
@@ -28,7 +29,7 @@ __all__ = ["Config", "ConfigError", "SourceConfig", "MotionConfig", "QueueConfig
            "BatchingConfig", "EngineConfig", "OutputsConfig", "VideoOutputConfig", "JsonlOutputConfig", "MetricsConfig",
            "RuntimeConfig", "StageSpec", "DetectSpec", "TrackSpec", "ClassifySpec", "AnalyticsSpec", "AnnotateSpec",
            "STAGE_SPECS", "LAYOUTS", "entry_stage", "load_config", "parse_config", "parse_source", "read_config",
-           "is_url", "resolve_path", "output_path_problems"]
+           "is_url", "resolve_path", "output_path_problems", "cameras_problem"]
 
 
 @dataclass
@@ -106,6 +107,16 @@ def read_config(data: Any, base_dir: Path) -> tuple[Config, list[str]]:
     if not r.problems:
         r.problems += output_path_problems(config)
     return config, r.problems
+
+
+def cameras_problem(sources: list[SourceConfig], outputs: OutputsConfig) -> str | None:
+    """Why these cameras cannot run together in one process on this machine (None: they
+    can): too many for its memory, or too many threads for its system (see
+    `config.limits`). Checked where a process takes its cameras (a cluster spreads a
+    config's cameras over its hosts, each checking its own)."""
+    clips = outputs.events.clips
+    return camera_problems(len(sources), sum(camera_threads(s.thread_count) for s in sources),
+                           int(clips.max_mb * 1e6) if clips is not None else 0)
 
 
 def parse_source(data: Any, base_dir: Path, where: str = "source") -> SourceConfig:

@@ -7,10 +7,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipeline.config.model_file import MAX_INPUT_SIDE
+from pipeline.config.limits import MAX_BATCH, at_most, machine
 from pipeline.config.schema import (INVALID, Reader, internal, non_negative, option, positive, read_file, read_path,
                                     within)
 
 Layout = Literal["yolox", "yolov5", "yolov8", "e2e", "classifier"]
+ENGINE_THREADS = (lambda: machine().decode_threads,
+                  lambda: f"threads of one engine: the {machine().cores} visible cores, at least 16")
 LAYOUTS: tuple[str, ...] = ("yolox", "yolov5", "yolov8", "e2e", "classifier")
 
 
@@ -66,7 +69,7 @@ def read_labels(r: Reader, raw: Any, where: str) -> list[str] | Any:
 
 @dataclass(kw_only=True)
 class BatchingConfig:
-    max_batch: int = option(4, check=positive, doc="most items in one batch")
+    max_batch: int = option(4, check=at_most(MAX_BATCH, "items in one batch", positive), doc="most items in one batch")
     max_wait_ms: float = option(10.0, check=non_negative,
                                 doc="longest a waiting item is held back for a larger batch, where batching pays")
     batch_sizes: list[int] | None = option(None, doc="pad batches to these sizes (fixed shapes: CUDA graphs, TensorRT)")
@@ -94,17 +97,17 @@ class EngineConfig:
         factory=lambda: ["cpu"], doc="execution providers in order of preference (CPU is always the last resort)")
     mode: Literal["auto", "thread", "async"] = option(
         "auto", doc="`thread`: dispatcher workers; `async`: `run_async` (needs >= 2 intra-op threads)")
-    max_inflight: int | None = option(None, check=positive, shown="planned",
+    max_inflight: int | None = option(None, check=at_most(MAX_BATCH, "batches in flight", positive), shown="planned",
                                       doc="batches submitted and not yet consumed")
-    workers: int | None = option(None, check=positive, shown="planned",
+    workers: int | None = option(None, check=at_most(*ENGINE_THREADS, positive), shown="planned",
                                  doc="dispatcher threads (default: the shared CPU pool; 1 per GPU session)")
-    intra_op_threads: int | None = option(None, check=positive, shown="planned",
+    intra_op_threads: int | None = option(None, check=at_most(*ENGINE_THREADS, positive), shown="planned",
                                           doc="ORT intra-op threads per run")
     idle_intra_op_threads: int | None = option(
-        None, check=positive, shown="off",
+        None, check=at_most(*ENGINE_THREADS, positive), shown="off",
         doc="CPU: a lone batch submitted while nothing else runs uses this many intra-op threads (a second, "
             "spinning session); measured in `pipeline bench --load-sweep`")
-    inter_op_threads: int = option(1, check=positive, doc="ORT inter-op threads")
+    inter_op_threads: int = option(1, check=at_most(*ENGINE_THREADS, positive), doc="ORT inter-op threads")
     graph_optimization: Literal["disable", "basic", "extended", "all"] = option("all", doc="ORT graph optimisation")
     io_binding: bool = option(True, doc="run on buffers bound once (no per-run allocation or copies)")
     cuda_graph: bool = option(False, doc="CUDA only: capture and replay CUDA graphs (use with `batch_sizes`)")

@@ -6,6 +6,7 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.config.limits import CLIP_S, EVENTS_BUFFERED, FRAMES_QUEUED, at_most, machine
 from pipeline.config.schema import (INVALID, Reader, describe_value, non_negative, option, positive, read_path,
                                     read_string_map, within)
 
@@ -138,16 +139,18 @@ class MqttConfig:
     client_id: str | None = option(None, doc="default: pipeline-<pid>")
     username: str | None = option(None, doc="broker login")
     password: str | None = option(None, doc="broker password")
-    buffer: int = option(10000, check=positive, doc="events kept while the broker is away, besides the one "
-                                                    "being sent (then the oldest drop, counted)")
+    buffer: int = option(10000, check=at_most(EVENTS_BUFFERED, "events held in memory", positive),
+                         doc="events kept while the broker is away, besides the one being sent (then the oldest "
+                             "drop, counted)")
 
 
 @dataclass(kw_only=True)
 class WebhookConfig:
     url: str = option(doc="POST each batch of events here as JSON (http:// or https://)")
     timeout_s: float = option(5.0, check=positive, doc="a POST may take this long")
-    buffer: int = option(10000, check=positive, doc="events kept while the endpoint fails, besides the batch "
-                                                    "being sent (then the oldest drop, counted)")
+    buffer: int = option(10000, check=at_most(EVENTS_BUFFERED, "events held in memory", positive),
+                         doc="events kept while the endpoint fails, besides the batch being sent (then the oldest "
+                             "drop, counted)")
 
     def finish(self, r: Reader, path: str) -> None:
         """A URL urllib would refuse (or send elsewhere) is found before anything starts."""
@@ -169,10 +172,14 @@ class WebhookConfig:
 
 @dataclass(kw_only=True)
 class ClipsConfig:
-    pre_s: float = option(5.0, check=non_negative, doc="seconds before the event (from the keyframe at or before)")
-    post_s: float = option(5.0, check=non_negative, doc="seconds after the event (events close together share a clip)")
-    max_mb: float = option(64.0, check=positive, doc="the most one clip holds; half of it is the encoded video a "
-                                                     "camera keeps in memory for pre-rolls")
+    pre_s: float = option(5.0, check=at_most(CLIP_S, "seconds of a clip before its event", non_negative),
+                          doc="seconds before the event (from the keyframe at or before)")
+    post_s: float = option(5.0, check=at_most(CLIP_S, "seconds of a clip after its event", non_negative),
+                           doc="seconds after the event (events close together share a clip)")
+    max_mb: float = option(64.0, check=at_most(lambda: machine().memory / 2 / 1e6, "half of this machine's memory",
+                                               positive),
+                           doc="the most one clip holds; half of it is the encoded video a camera keeps in memory "
+                               "for pre-rolls")
 
 
 @dataclass(kw_only=True)
@@ -227,4 +234,5 @@ class MetricsConfig:
 class RuntimeConfig:
     threads: int | None = option(None, check=positive, shown="visible cores",
                                  doc="cores the thread plan may use (capped at the visible cores)")
-    queue_size: int = option(4, check=positive, doc="items per stage queue and per file camera lane")
+    queue_size: int = option(4, check=at_most(FRAMES_QUEUED, "frames waiting in one queue", positive),
+                             doc="items per stage queue and per file camera lane")

@@ -21,6 +21,7 @@ from typing import Any, Callable, Literal, Union, get_args, get_origin
 
 import numpy as np
 
+from pipeline.config.limits import POINTS, over
 from pipeline.errors import PipelineError
 from pipeline.redact import redact, secret_key
 
@@ -310,6 +311,9 @@ def read_points(count: int | None) -> Any:
         ok = ok and (len(arr) == count if count is not None else len(arr) >= 3)
         if not ok:
             r.problem(where, f"expected {count or '3 or more'} [x, y] points")
+            return INVALID
+        if len(arr) > POINTS:
+            r.problem(where, over(len(arr), POINTS, "points of a polygon"))
             return INVALID
         if count == 2 and np.allclose(arr[0], arr[1]):
             r.problem(where, "the two points are the same: a line needs a length")

@@ -5,6 +5,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pipeline.config.limits import FRAMES_QUEUED, at_most, machine
 from pipeline.config.schema import (INVALID, Reader, file_problem, is_url, local_path, non_negative, option, positive,
                                     read_file, read_polygons, read_string_map, within)
 
@@ -37,7 +38,8 @@ def read_uri(r: Reader, raw: Any, where: str) -> str | Any:
 
 @dataclass(kw_only=True)
 class QueueConfig:
-    size: int | None = option(None, check=positive, shown="planned; live: `1`",
+    size: int | None = option(None, check=at_most(FRAMES_QUEUED, "frames waiting in one lane", positive),
+                              shown="planned; live: `1`",
                               doc="frames waiting in the camera's lane (default: files share about what keeps "
                                   "the detector's workers busy; live: the newest frame only)")
     policy: Literal["block", "drop_oldest"] | None = option(
@@ -86,7 +88,9 @@ class SourceConfig:
     decoder: str | None = option(None, doc="a named FFmpeg decoder (e.g. `h264_cuvid`; a hardware decoder of another "
                                            "codec than the stream's is swapped for the one of the stream's codec, "
                                            "`hevc_cuvid` on HEVC); falls back to software")
-    thread_count: int = option(1, check=non_negative, doc="FFmpeg decode threads (0: auto)")
+    thread_count: int = option(1, check=at_most(lambda: machine().decode_threads, lambda: (
+        f"decode threads per camera: the {machine().cores} visible cores, at least 16"), non_negative),
+        doc="FFmpeg decode threads (0: auto); at most the visible cores, or 16")
     queue: QueueConfig = option(factory=QueueConfig, doc="the camera's lane in front of the detector")
     transport: Literal["tcp", "udp"] = option("tcp", doc="RTSP transport")
     open_timeout_s: float = option(5.0, check=positive, doc="connecting may take this long")

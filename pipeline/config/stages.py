@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
+from pipeline.config.limits import LINES, ZONES, over
 from pipeline.config.models import ModelConfig
 from pipeline.config.schema import Reader, internal, non_negative, option, positive, read_points, within
 
@@ -214,10 +215,17 @@ class ZoneSpec(_CountingSpec):
                                               "state shows in `/api/cameras`, the counts and the JSON lines only)")
 
 
+def count_problem(items: list, limit: int, what: str) -> str | None:
+    """Lines and zones are checked against every track on every frame: their number is bounded."""
+    return None if len(items) <= limit else over(len(items), limit, what)
+
+
 @dataclass(kw_only=True)
 class CameraAnalyticsSpec:
-    lines: list[LineSpec] = option(factory=list, doc="counting lines")
-    zones: list[ZoneSpec] = option(factory=list, doc="zones")
+    lines: list[LineSpec] = option(factory=list, check=lambda v: count_problem(v, LINES, "lines per camera"),
+                                   doc=f"counting lines (at most {LINES})")
+    zones: list[ZoneSpec] = option(factory=list, check=lambda v: count_problem(v, ZONES, "zones per camera"),
+                                   doc=f"zones (at most {ZONES})")
 
 
 @dataclass(kw_only=True)

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field, replace
 
 from pipeline.config import Config, ModelConfig
 from pipeline.engines.session import ModelError
-from pipeline.runtime.threads import Capacity, visible_cores
+from pipeline.config.limits import visible_cores
+from pipeline.runtime.threads import Capacity
 
 log = logging.getLogger("pipeline.threads")
 

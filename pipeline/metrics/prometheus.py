@@ -60,6 +60,10 @@ def _camera_metrics(cams: dict[str, CameraSnapshot]) -> Iterator[Metric]:
                    [([c], v.decode_errors) for c, v in cams.items()])
     yield _counter("pipeline_camera_snapshots_lost", "Event pictures (frames, crops) not written per camera",
                    ["camera"], [([c], v.snapshots_lost) for c, v in cams.items()])
+    yield _counter("pipeline_camera_video_frames_lost", "Frames a camera's video could not hold (disk full, "
+                   "encoder failed)", ["camera"], [([c], v.video_frames_lost) for c, v in cams.items()])
+    yield _counter("pipeline_camera_jsonl_lines_lost", "JSON lines a camera's output could not write", ["camera"],
+                   [([c], v.jsonl_lines_lost) for c, v in cams.items()])
     yield _counter("pipeline_camera_detector_runs", "Frames the detector ran on per camera", ["camera"],
                    [([c], v.detector.runs) for c, v in cams.items()])
     yield _counter("pipeline_camera_frames_gated", "Frames of the detection rate left out for want of motion",

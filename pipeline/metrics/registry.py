@@ -42,6 +42,8 @@ class CameraStats:
     errors: int = 0
     decode_errors: int = 0
     output_errors: dict[str, str] = field(default_factory=dict)  # output (video, jsonl) -> why it stopped
+    video_frames_lost: int = 0  # frames its video does not hold (a full disk, a failed encoder)
+    jsonl_lines_lost: int = 0  # JSON lines not written
     dropped: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     latency: Histogram = field(default_factory=Histogram)
     state: CameraState = CameraState.STARTING
@@ -72,8 +74,9 @@ class CameraStats:
             dropped=dict(self.dropped), errors=self.errors, decode_errors=self.decode_errors,
             output_errors=dict(self.output_errors), fps=round(fps, 2), reconnects=self.reconnects,
             downtime_s=round(self.downtime_s, 2), latency=Latency.of(self.latency), counts=self.nested_counts(),
-            occupancy=dict(self.occupancy), stationary=dict(self.stationary), segment=self.segment, snapshots_lost=self.snapshots_lost,
-            detector=dataclasses.replace(self.detector))
+            occupancy=dict(self.occupancy), stationary=dict(self.stationary), segment=self.segment,
+            snapshots_lost=self.snapshots_lost, video_frames_lost=self.video_frames_lost,
+            jsonl_lines_lost=self.jsonl_lines_lost, detector=dataclasses.replace(self.detector))
 
 
 @dataclass
@@ -194,6 +197,15 @@ class Metrics:
         with self._lock:
             self.camera(cam).dropped[reason] += n
 
+    def lost(self, cam: str, output: str, n: int) -> None:
+        """`n` frames (video) or lines (jsonl) a failed output of `cam` could not write."""
+        with self._lock:
+            stats = self.camera(cam)
+            if output == "video":
+                stats.video_frames_lost += n
+            else:
+                stats.jsonl_lines_lost += n
+
     def error(self, cam: str, stage: str | None = None) -> None:
         with self._lock:
             self.camera(cam).errors += 1
@@ -204,18 +216,12 @@ class Metrics:
         with self._lock:
             self.camera(cam).snapshots_lost += pictures
 
-    def detector_ran(self, frames: list) -> None:
-        """The detector runs on these frames (`Frame`s)."""
-        with self._lock:
-            for f in frames:
-                self.camera(f.camera).detector.runs += 1
-
-    def detector_skipped(self, cam: str, reason: str) -> None:
-        """The detector leaves out a frame: `still` (gated: no motion), or between the rate's frames."""
+    def detector(self, cam: str, ran: bool, reason: str = "") -> None:
+        """The detector runs on a frame of `cam`, or leaves it out (`still`: gated for want of motion)."""
         with self._lock:
             counts = self.camera(cam).detector
-            counts.predicted += 1
-            counts.gated += reason == "still"
+            counts.runs, counts.predicted, counts.gated = (counts.runs + ran, counts.predicted + (not ran),
+                                                           counts.gated + (reason == "still"))
 
     def frame_in(self, cam: str) -> None:
         with self._lock:

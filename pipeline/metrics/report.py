@@ -29,6 +29,10 @@ def _notes(c: CameraSnapshot) -> list[str]:
     notes += [f"{output} output failed: {why}" for output, why in c.output_errors.items()]
     if c.snapshots_lost:
         notes.append(f"{c.snapshots_lost} snapshot picture(s) LOST")
+    lost = [f"{n} {what}" for n, what in ((c.video_frames_lost, "video frame(s)"),
+                                           (c.jsonl_lines_lost, "JSON line(s)")) if n]
+    if lost:
+        notes.append("LOST " + ", ".join(lost))
     if c.detector.predicted:
         notes.append(f"detector on {c.detector.runs} frame(s), {c.detector.predicted} predicted "
                      f"({c.detector.gated} gated: no motion)")

@@ -64,6 +64,8 @@ class CameraSnapshot:
     stationary: dict[str, int] = field(default_factory=dict)  # zone -> of those, the ones not moving
     segment: str = ""
     snapshots_lost: int = 0  # event pictures (frames, crops) that could not be written
+    video_frames_lost: int = 0  # frames its video could not hold (disk full, the encoder failed)
+    jsonl_lines_lost: int = 0  # JSON lines its output could not write
     detector: DetectorCounts = field(default_factory=DetectorCounts)
     host: str | None = None  # on a cluster: where it runs (None: its host died), its node, how often it moved
     node: str | None = None

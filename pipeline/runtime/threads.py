@@ -1,18 +1,11 @@
-"""What this machine has (its cores, its processor) and what the run may use for work that
-grows with the cameras (`Capacity`). The process's thread plan, which sizes every pool
-from these, is `pipeline.engines.plan`."""
+"""What this machine's processor is, and what the run may use for work that grows with the
+cameras (`Capacity`). Its cores (and the other limits of the machine) are
+`pipeline.config.limits`; the process's thread plan, which sizes every pool from these,
+is `pipeline.engines.plan`."""
 from __future__ import annotations
 
-import os
 import platform
 from dataclasses import dataclass
-
-
-def visible_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def cpu_name() -> str:

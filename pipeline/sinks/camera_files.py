@@ -12,6 +12,7 @@ video segment, its JSON lines appended): nothing it wrote is overwritten.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import replace
@@ -20,9 +21,10 @@ from pipeline.config import OutputsConfig
 from pipeline.frames import Frame, Resume
 from pipeline.metrics.registry import Metrics
 from pipeline.sinks.encoder import OnPacket, VideoWriter, segment_path
-from pipeline.sinks.jsonl import JsonlFiles, frame_record
+from pipeline.sinks.jsonl import JsonlFiles, JsonlWriter, frame_record
 from pipeline.sinks.lease import Fenced, Lease
 from pipeline.sinks.segments import START, CameraSegments, last_stamp
+from pipeline.sinks.written import SHARED, WrittenIndex
 
 log = logging.getLogger("pipeline.sink")
 
@@ -34,23 +36,43 @@ def next_segment(path: str) -> int:
     return n
 
 
+def time_segments(out: OutputsConfig, cam: str, live: bool, own_jsonl: bool) -> CameraSegments | None:
+    """Time-named files for a camera when asked for (None: one file each); new stamps come
+    after any the camera already has on disk."""
+    length = out.video.segment_for(live)
+    if length is None and not any(START in f for f in (out.video.filename, out.jsonl.filename)):
+        return None
+    patterns = ([out.video_path(cam, START)] if out.video.enabled else []) \
+        + ([out.jsonl_path(cam, START)] if out.jsonl.enabled and own_jsonl else [])
+    return CameraSegments(length, live, last_stamp(*patterns))
+
+
 class CameraOutputs:
     """Every camera's writers; `write` and `close` of one camera are called from one thread.
     With time segments (`outputs.video.segment_s`, or `{start}` in a file name) a camera's
     video and JSON lines move to their next files together, at the same frame; see
     `sinks.segments`. `is_open` tells retention which files are still being written."""
 
-    def __init__(self, outputs: OutputsConfig, metrics: Metrics, stage: str = "sink"):
+    def __init__(self, outputs: OutputsConfig, metrics: Metrics, stage: str = "sink",
+                 index: WrittenIndex | None = None):
         self.outputs = outputs
         self.metrics = metrics
         self.stage = stage  # the stage its errors are counted against
+        self.index = index or WrittenIndex(outputs.dir)
         self.video: dict[str, VideoWriter] = {}
-        self.jsonl = JsonlFiles(outputs.jsonl, outputs.jsonl_path)
+        self.jsonl = JsonlFiles(outputs.jsonl, outputs.jsonl_path, self._jsonl_writer)
         self.segments: dict[str, CameraSegments] = {}  # cameras with time-named files
         self.failed: dict[str, str] = {}  # "camera/output" -> why it stopped
         self.fenced: set[str] = set()  # cameras whose lease another writer took: nothing more is written
         self.ran: set[str] = set()  # cameras opened before: an id that returns continues its files
         self.live: set[str] = set()  # live cameras: their events' JSON lines say when they were written
+
+    def _jsonl_writer(self, cam: str | None, path: str, append: bool = False, lease=None) -> JsonlWriter:
+        """A camera's JSON lines writer (`cam` None: the one all cameras share), whose file
+        is entered in the record of what the run wrote and whose lost lines are counted."""
+        owner = SHARED if cam is None else cam
+        return JsonlWriter(path, self.outputs.jsonl.flush_s, append, lease, on_file=lambda f: self.index.add(owner, f),
+                           on_lost=lambda c, n: self.metrics.lost(c, "jsonl", n))
 
     def open(self, cam: str, live: bool, resume: Resume = Resume(), on_packet: OnPacket | None = None) -> None:
         """Open the outputs of a camera (at start-up, or one added while running);
@@ -62,11 +84,10 @@ class CameraOutputs:
             segment = next_segment(out.video_path(cam)) if out.video.enabled else 0
             resume = replace(resume, segment=max(resume.segment, segment), append=True)
         self.ran.add(cam)
-        if live:
-            self.live.add(cam)
-        else:
-            self.live.discard(cam)
-        self._open_segments(cam, live)
+        (self.live.add if live else self.live.discard)(cam)
+        seg = time_segments(out, cam, live, own_jsonl=self.jsonl.shared is None)
+        if seg is not None:
+            self.segments[cam] = seg
         lease = Lease(out.dir, cam, resume.epoch).check if resume.epoch else None
         if out.jsonl.enabled:
             self.jsonl.open(cam, resume.append, lease, out.video.segment_for(live), live)
@@ -74,18 +95,9 @@ class CameraOutputs:
             # live cameras (and cameras that may move between machines) write crash-safe fragmented MP4
             fragmented = out.video.fragmented if out.video.fragmented is not None else live or resume.segment > 0
             self.video[cam] = VideoWriter(out.video_path(cam), out.video, fragmented=fragmented,
-                                          segment=resume.segment, lease=lease, on_packet=on_packet)
+                                          segment=resume.segment, lease=lease, on_packet=on_packet,
+                                          on_file=lambda f: self.index.add(cam, f))
         self.metrics.outputs_opened(cam)
-
-    def _open_segments(self, cam: str, live: bool) -> None:
-        """Time-named files for this camera when asked for; new stamps come after any this
-        camera already has on disk."""
-        out = self.outputs
-        length = out.video.segment_for(live)
-        patterns = ([out.video_path(cam, START)] if out.video.enabled else []) \
-            + ([out.jsonl_path(cam, START)] if out.jsonl.enabled and self.jsonl.shared is None else [])
-        if length is not None or any(START in f for f in (out.video.filename, out.jsonl.filename)):
-            self.segments[cam] = CameraSegments(length, live, last_stamp(*patterns))
 
     def write(self, frame: Frame) -> None:
         cam = frame.camera
@@ -93,9 +105,9 @@ class CameraOutputs:
             return
         writer = self.video.get(cam)
         seg = self.segments.get(cam)
-        start = seg.next(frame, writer is not None and writer.resized(frame)) if seg is not None else None
+        start = seg.next(frame, writer is not None and writer.needs_new_file(frame)) if seg is not None else None
         try:
-            if writer is not None and f"{cam}/video" not in self.failed:
+            if writer is not None and self._working(cam, "video"):
                 try:
                     if start is not None:
                         writer.cut(self.outputs.video_path(cam, start))
@@ -104,8 +116,8 @@ class CameraOutputs:
                     raise
                 except Exception as e:
                     self._fail(cam, "video", e)
-                    self._close_quietly(writer)
-            if cam in self.jsonl.writers and f"{cam}/jsonl" not in self.failed:
+                    self.metrics.lost(cam, "video", writer.abandon())
+            if cam in self.jsonl.writers and self._working(cam, "jsonl"):
                 try:
                     self.jsonl.write(cam, start, frame_record(frame, wall_time=cam in self.live))
                 except Fenced:
@@ -115,6 +127,13 @@ class CameraOutputs:
         except Fenced as e:
             self._fence(cam, e)
         self._show_segment(cam, writer, start)
+
+    def _working(self, cam: str, output: str) -> bool:
+        """Whether the camera's output still writes; a frame for a failed one is lost."""
+        if f"{cam}/{output}" not in self.failed:
+            return True
+        self.metrics.lost(cam, output, 1)
+        return False
 
     def _show_segment(self, cam: str, writer: VideoWriter | None, start: str | None) -> None:
         """The camera's current file in its metrics (`/api/cameras`, the live page)."""
@@ -135,7 +154,8 @@ class CameraOutputs:
         log.error("camera %s: its outputs moved to another writer; this one stops writing (%s)", cam, why)
         writer = self.video.get(cam)
         if writer is not None:
-            self._close_quietly(writer)  # its file sees no more bytes: the lease refuses them
+            with contextlib.suppress(Exception):
+                writer.close()  # its file sees no more bytes: the lease refuses them
         jw = self.jsonl.writers.get(cam)
         if jw is not None:
             jw.discard()
@@ -151,7 +171,14 @@ class CameraOutputs:
                     raise
                 except Exception as e:
                     self._fail(cam, "video", e)
-            self.jsonl.close(cam, last)
+                    self.metrics.lost(cam, "video", writer.abandon())
+            for closing in self.jsonl.close(cam, last):
+                try:
+                    closing.close()
+                except Fenced:
+                    raise
+                except Exception as e:  # its last lines (counted lost) could not be written
+                    self._fail(cam, "jsonl", e)
         except Fenced as e:
             self._fence(cam, e)
         finally:
@@ -168,10 +195,3 @@ class CameraOutputs:
         self.metrics.camera(cam).output_errors[output] = why
         self.metrics.error(cam, self.stage)
         log.error("camera %s: %s output failed, no more is written to it: %s", cam, output, why)
-
-    @staticmethod
-    def _close_quietly(writer: VideoWriter) -> None:
-        try:
-            writer.close()
-        except Exception:
-            pass

@@ -30,6 +30,7 @@ import os
 from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Callable
 
 import av
 
@@ -137,9 +138,11 @@ class ClipRecorder:
     """One camera's clips. `stream` is the camera's encoder stream (its codec parameters
     make the clip's stream)."""
 
-    def __init__(self, folder: str, pre_s: float, post_s: float, max_bytes: int = 64 * 1024 * 1024):
+    def __init__(self, folder: str, pre_s: float, post_s: float, max_bytes: int = 64 * 1024 * 1024,
+                 on_file: Callable[[str], None] | None = None):
         self.folder = folder
         self.pre_s = pre_s
+        self.on_file = on_file  # each clip once it exists (the run's record of what it wrote)
         self.post_s = post_s
         self.max_bytes = max_bytes
         self.ring = PacketRing(pre_s, max_bytes // 2)
@@ -226,6 +229,8 @@ class ClipRecorder:
         os.makedirs(self.folder, exist_ok=True)
         self._clip_path = path
         self._clip = av.open(path, "w")
+        if self.on_file is not None:
+            self.on_file(path)
         self._clip_stream = self._clip.add_stream_from_template(self._stream)
         self._last_dts = None
         self._clip_bytes = 0

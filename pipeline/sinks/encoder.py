@@ -18,14 +18,22 @@ own preset and crf: `options` belong to the configured encoder only (NVENC's `pr
 p4` or `rc` would stop libx264), so they are dropped then, said once per camera.
 `fragmented` writes fragmented MP4 flushed about every second (the default for live
 cameras, which may run for months): even a killed process leaves a playable file.
-A writer under a lease (a camera that may move between machines) writes through
-`LeasedFile`, which checks the lease before any byte reaches the disk.
+An MP4 is written through `VideoFile`, which checks the writer's lease (a camera that
+may move between machines) before any byte reaches the disk, and sees every write fail.
+A plain MP4 writes its index at close, so it needs room then: with less than
+`low_space` bytes free on its disk (checked once a second) a writer finishes its plain
+file while the index still fits and goes on in fragmented MP4 (the next part or
+segment), which needs no room at the end. A write that fails (the disk full after all)
+leaves the fragmented file cut back to its last whole fragment (`abandon`), and the
+frames it does not hold are counted.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import tempfile
+import time
 from fractions import Fraction
 from typing import Callable
 
@@ -35,10 +43,20 @@ import cv2
 from pipeline.config import VideoOutputConfig
 from pipeline.errors import one_line
 from pipeline.frames import Frame
+from pipeline.sinks.mp4_repair import cut_to_whole_fragments, video_frames
 
 log = logging.getLogger("pipeline.sink")
 
 SOFTWARE_CODEC = "libx264"
+LOW_SPACE = 256 * 2**20  # free bytes under which plain MP4 makes way for fragmented
+INDEX_BYTES_PER_FRAME = 32  # a plain MP4's index at close, per frame (sizes, offsets, times)
+MP4 = (".mp4", ".mov", ".m4v")
+
+
+def free_bytes(folder: str) -> int:
+    """Bytes an unprivileged writer may still put on the disk of `folder`."""
+    st = os.statvfs(folder)
+    return st.f_bavail * st.f_frsize
 
 
 def open_encoder(container, codec: str, config: VideoOutputConfig, rate: Fraction, time_base: Fraction, width: int,
@@ -99,43 +117,137 @@ def segment_path(path: str, segment: int) -> str:
     return f"{stem}.part{segment}{ext}"
 
 
-class LeasedFile:
-    """The file FFmpeg writes into, for a writer under a lease: each write (a fragment,
-    the header, the index) checks the lease first; once refused, nothing more is written
-    and the reason waits in `refused` for the writer to raise."""
+class VideoFile:
+    """The file FFmpeg writes an MP4 into, so that no write goes unchecked: each one (a
+    fragment, the header, the index) checks the writer's lease first, if it has one; a
+    write the lease or the disk refuses (full) stops every later one, and the reason waits
+    in `refused` for the writer to raise (FFmpeg does not report a write that fails while
+    it closes a file)."""
 
-    def __init__(self, path: str, lease: Callable[[], None]):
+    def __init__(self, path: str, lease: Callable[[], None] | None = None):
         self.lease = lease
         self.refused: BaseException | None = None
-        self._file = open(path, "wb")
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 
     def write(self, data: bytes) -> int:
         if self.refused is None:
             try:
-                self.lease()
+                if self.lease is not None:
+                    self.lease()
+                view = memoryview(data)
+                while view:  # short writes continue where they stopped
+                    view = view[os.write(self._fd, view):]
             except Exception as e:
                 self.refused = e
-        if self.refused is None:
-            self._file.write(data)
-            self._file.flush()
         return len(data)
 
     def seek(self, offset: int, whence: int = 0) -> int:
-        return self._file.seek(offset, whence)
+        return os.lseek(self._fd, offset, whence)
 
     def tell(self) -> int:
-        return self._file.tell()
+        return os.lseek(self._fd, 0, os.SEEK_CUR)
 
     def close(self) -> None:
-        self._file.close()
+        os.close(self._fd)
 
 
 OnPacket = Callable[[av.Packet, object], None]  # a packet and the stream that encoded it
 
 
+def with_fallback(path: str, codec: str, config: VideoOutputConfig, container_for: Callable[[], object],
+                  open_stream: Callable[..., object]) -> tuple:
+    """A container and its opened encoder stream: the configured codec, else (e.g. h264_nvenc
+    without a GPU) the software one without the configured encoder's options, said once.
+    Opening the encoder here (not at the first packet) is what lets a missing hardware
+    encoder fall back before anything is written."""
+    container = container_for()
+    try:
+        try:
+            return container, open_stream(container, codec), codec
+        except Exception as e:
+            if codec == SOFTWARE_CODEC:
+                raise
+            dropped = f" without its options ({', '.join(sorted(config.options))})" if config.options else ""
+            log.warning("%s: encoder %s unavailable (%s); using %s%s", path, codec, one_line(e), SOFTWARE_CODEC,
+                        dropped)
+            container.close()  # type: ignore[attr-defined]
+            container = container_for()
+            return container, open_stream(container, SOFTWARE_CODEC), SOFTWARE_CODEC
+    except Exception:
+        container.close()  # type: ignore[attr-defined]
+        raise
+
+
+class OutputClock:
+    """A writer's timestamps: the source's presentation times from its first frame on, in
+    one time base for all of a writer's files (they continue across cuts), strictly rising
+    (a camera that resets or wraps its clock); a frame without one is placed by its number."""
+
+    def __init__(self) -> None:
+        self.time_base: Fraction | None = None
+        self._first_pts: int | None = None
+        self._last_pts = -1
+
+    def pts(self, frame: Frame) -> int:
+        if self.time_base is None:
+            self.time_base = frame.time_base if frame.time_base else Fraction(1, 90000)
+        if frame.pts is not None and frame.time_base == self.time_base:
+            if self._first_pts is None:
+                self._first_pts = frame.pts
+            pts = frame.pts - self._first_pts
+        else:
+            pts = round(frame.seq / (frame.rate or Fraction(25)) / self.time_base)
+        if pts <= self._last_pts:
+            pts = self._last_pts + 1
+        self._last_pts = pts
+        return pts
+
+
+def mp4_options(fragmented: bool) -> dict[str, str]:
+    # a later segment's timestamps go on from the previous one's: no edit list, the file starts at 0
+    options = {"use_editlist": "0"}
+    if fragmented:
+        # Fragmented MP4, each fragment (~1 s) written out as it completes: a process that
+        # is killed outright (power loss, OOM killer, kill -9) still leaves a playable file.
+        options.update(movflags="frag_keyframe+empty_moov+default_base_moof", frag_duration="1000000",
+                       flush_packets="1")
+    return options
+
+
+def yuv_frame(frame: Frame) -> av.VideoFrame:
+    """The frame's picture as the encoder takes it: padded to even sides, I420."""
+    image = frame.image
+    h, w = image.shape[:2]
+    ew, eh = padded_size(frame)
+    if (ew, eh) != (w, h):
+        image = cv2.copyMakeBorder(image, 0, eh - h, 0, ew - w, cv2.BORDER_REPLICATE)
+    yuv = cv2.cvtColor(image, cv2.COLOR_BGR2YUV_I420)
+    return av.VideoFrame.from_numpy_buffer(yuv, format="yuv420p")  # no copy: yuv is ours alone
+
+
+class DiskRoom:
+    """Whether a plain MP4 would still find room for its index at close on its disk: free
+    space below `low_space` (plus the index of the frames so far) is too little. Looked
+    at once every `check_s` at most while writing (a network disk answers slowly)."""
+
+    def __init__(self, low_space: int = LOW_SPACE, check_s: float = 1.0):
+        self.low_space = low_space
+        self.check_s = check_s
+        self._checked = 0.0
+
+    def short(self, path: str, frames: int = 0, now: bool = False) -> bool:
+        """Too little room for `path` with `frames` in its index (`now`: look whenever asked)."""
+        t = time.monotonic()
+        if not now and t < self._checked + self.check_s:
+            return False
+        self._checked = t
+        return free_bytes(os.path.dirname(path) or ".") < self.low_space + frames * INDEX_BYTES_PER_FRAME
+
+
 class VideoWriter:
     def __init__(self, path: str, config: VideoOutputConfig, encoder_threads: int = 1, fragmented: bool = False,
-                 segment: int = 0, lease: Callable[[], None] | None = None, on_packet: OnPacket | None = None):
+                 segment: int = 0, lease: Callable[[], None] | None = None, on_packet: OnPacket | None = None,
+                 on_file: Callable[[str], None] | None = None, low_space: int = LOW_SPACE):
         self.path = path
         self.fragmented = fragmented
         self.config = config
@@ -145,13 +257,16 @@ class VideoWriter:
         self.file = segment_path(path, segment)  # the file being written (or written next)
         self.lease = lease  # raises once another writer owns the camera's outputs
         self.on_packet = on_packet  # every encoded packet, before it is muxed (event clips)
-        self._file: LeasedFile | None = None
+        self.on_file = on_file  # each file once it exists (the run's record of what it wrote)
+        self.room = DiskRoom(low_space)
+        self._frames = 0  # frames given to the open file
+        self._given = 0  # frames given to the writer
+        self._kept = 0  # frames in its finished files
+        self._file: VideoFile | None = None
         self._container: av.container.OutputContainer | None = None
         self._stream = None
         self._size: tuple[int, int] | None = None
-        self._first_pts: int | None = None
-        self._last_pts = -1
-        self._time_base: Fraction | None = None
+        self.clock = OutputClock()
 
     @property
     def open_file(self) -> str | None:
@@ -160,55 +275,48 @@ class VideoWriter:
     def _open(self, frame: Frame, width: int, height: int) -> None:
         path = self.file
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        if self._time_base is None:  # one time base for all of a writer's files: timestamps continue
-            self._time_base = frame.time_base if frame.time_base else Fraction(1, 90000)
-        container = self._container_for(path)
-        try:
-            try:
-                stream = self._add_stream(container, self.codec, frame, width, height)
-            except Exception as e:  # e.g. h264_nvenc without a GPU: fall back to software
-                if self.codec == SOFTWARE_CODEC:
-                    raise
-                dropped = f" without its options ({', '.join(sorted(self.config.options))})" \
-                    if self.config.options else ""
-                log.warning("%s: encoder %s unavailable (%s); using %s%s", path, self.codec, one_line(e),
-                            SOFTWARE_CODEC, dropped)
-                self.codec = SOFTWARE_CODEC
-                container.close()
-                container = self._container_for(path)
-                stream = self._add_stream(container, self.codec, frame, width, height)
-        except Exception:
-            container.close()
-            raise
-        self._container, self._stream = container, stream
+        if not self.fragmented and path.endswith(MP4) and self.room.short(path, now=True):
+            self._go_fragmented()
+        assert self.clock.time_base is not None
+        open_stream = functools.partial(open_encoder, config=self.config, rate=frame.rate or Fraction(25),
+                                        time_base=self.clock.time_base, width=width, height=height,
+                                        threads=self.encoder_threads)
+        self._container, self._stream, self.codec = with_fallback(path, self.codec, self.config,
+                                                                  lambda: self._container_for(path), open_stream)
         self._size = (width, height)
+        self._frames = 0
+        if self.on_file is not None:
+            self.on_file(path)
 
     def _container_for(self, path: str):
-        mp4 = path.endswith((".mp4", ".mov", ".m4v"))
-        if not self.fragmented or not mp4:
-            # a later segment's timestamps go on from the previous one's: no edit list, the file starts at 0
-            return av.open(path, "w", options={"use_editlist": "0"} if mp4 else {})
-        # Fragmented MP4, each fragment (~1 s) written out as it completes: a process that
-        # is killed outright (power loss, OOM killer, kill -9) still leaves a playable file.
-        options = {"movflags": "frag_keyframe+empty_moov+default_base_moof", "frag_duration": "1000000",
-                   "flush_packets": "1", "use_editlist": "0"}
-        if self.lease is None:
-            return av.open(path, "w", options=options)
+        if not path.endswith(MP4):
+            return av.open(path, "w")
         if self._file is not None:  # a second try (the encoder's fallback) starts the file over
             self._file.close()
-        self._file = LeasedFile(path, self.lease)
-        return av.open(self._file, "w", format="mov" if path.endswith(".mov") else "mp4", options=options)
-
-    def _add_stream(self, container, codec: str, frame: Frame, width: int, height: int):
-        """An opened encoder stream: opening here (not at the first packet) is what lets a
-        missing hardware encoder fall back before anything is written."""
-        assert self._time_base is not None
-        return open_encoder(container, codec, self.config, frame.rate or Fraction(25), self._time_base, width, height,
-                            self.encoder_threads)
+        self._file = VideoFile(path, self.lease)
+        return av.open(self._file, "w", format="mov" if path.endswith(".mov") else "mp4",
+                       options=mp4_options(self.fragmented))
 
     def resized(self, frame: Frame) -> bool:
         """Whether `frame` cannot go into the open file (another size)."""
         return self._container is not None and self._size != padded_size(frame)
+
+    def needs_new_file(self, frame: Frame) -> bool:
+        """Whether `frame` must start the next file: another size, or a plain MP4 whose
+        index would soon not fit on the disk (from then on the files are fragmented)."""
+        return self.resized(frame) or self._low_on_space()
+
+    def _low_on_space(self) -> bool:
+        if self.fragmented or self._container is None or not self.file.endswith(MP4) \
+                or not self.room.short(self.file, self._frames):
+            return False
+        self._go_fragmented()
+        return True
+
+    def _go_fragmented(self) -> None:
+        log.warning("%s: less than %d MiB free on its disk: the video goes on in fragmented MP4 (it needs no room "
+                    "at the end)", self.file, self.room.low_space // 2**20)
+        self.fragmented = True
 
     def cut(self, path: str) -> None:
         """Finish the current file; the next frame starts `path`."""
@@ -216,21 +324,19 @@ class VideoWriter:
         self.file = path
 
     def write(self, frame: Frame) -> None:
-        image = frame.image
-        h, w = image.shape[:2]
+        self._given += 1
         ew, eh = padded_size(frame)
-        if (ew, eh) != (w, h):
-            image = cv2.copyMakeBorder(image, 0, eh - h, 0, ew - w, cv2.BORDER_REPLICATE)
-        if self.resized(frame):
-            log.info("%s: frame size changed %s -> %dx%d, starting a new segment", self.path, self._size, ew, eh)
+        if self.needs_new_file(frame):
+            if self.resized(frame):
+                log.info("%s: frame size changed %s -> %dx%d, starting a new segment", self.path, self._size, ew, eh)
             self.segment += 1
             self.cut(segment_path(self.path, self.segment))
+        vf = yuv_frame(frame)
+        vf.pts = self.clock.pts(frame)
+        vf.time_base = self.clock.time_base
         if self._container is None:
             self._open(frame, ew, eh)
-        yuv = cv2.cvtColor(image, cv2.COLOR_BGR2YUV_I420)
-        vf = av.VideoFrame.from_numpy_buffer(yuv, format="yuv420p")  # no copy: yuv is ours alone
-        vf.pts = self._pts(frame)
-        vf.time_base = self._time_base
+        self._frames += 1
         self._mux(self._stream.encode(vf))
         if self._file is not None and self._file.refused is not None:
             raise self._file.refused
@@ -242,20 +348,6 @@ class VideoWriter:
                 self.on_packet(packet, self._stream)
             self._container.mux(packet)
 
-    def _pts(self, frame: Frame) -> int:
-        assert self._time_base is not None
-        if frame.pts is not None and frame.time_base == self._time_base:
-            if self._first_pts is None:
-                self._first_pts = frame.pts
-            pts = frame.pts - self._first_pts
-        else:
-            rate = frame.rate or Fraction(25)
-            pts = round(frame.seq / rate / self._time_base)
-        if pts <= self._last_pts:  # timestamps must increase strictly (camera resets, wraps)
-            pts = self._last_pts + 1
-        self._last_pts = pts
-        return pts
-
     def close(self) -> None:
         """Flush the encoder and write the container's index: the file is playable after this."""
         if self._container is None:
@@ -264,11 +356,32 @@ class VideoWriter:
             assert self._stream is not None
             self._mux(self._stream.encode(None))
         finally:
-            self._container.close()
+            container, self._container, self._stream = self._container, None, None
+            try:
+                container.close()  # closes the file even when its trailer cannot be written
+            finally:
+                if self._file is not None:
+                    self._file.close()
+                    refused, self._file = self._file.refused, None
+                    if refused is not None:
+                        raise refused
+        self._kept += self._frames  # all of them are in the file
+        self._frames = 0
+
+    def abandon(self) -> int:
+        """After a write failed (a full disk): close without flushing the encoder, cut a
+        fragmented file back to its last whole fragment; the frames given to the file
+        that it does not hold (a plain MP4 without its index holds none)."""
+        if self._container is not None:
+            try:
+                self._container.close()
+            except Exception:
+                pass  # the trailer cannot be written either: what is on disk is what counts
             self._container, self._stream = None, None
-            if self._file is not None:
-                self._file.close()
-                refused, self._file = self._file.refused, None
-                if refused is not None:
-                    raise refused
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self._frames = 0
+        self._kept += cut_to_whole_fragments(self.file) if self.fragmented else video_frames(self.file)
+        return self._given - self._kept
 

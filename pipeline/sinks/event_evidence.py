@@ -47,6 +47,13 @@ def stamp(seconds: float) -> str:
     return t.strftime("%Y%m%dT%H%M%S") + f".{t.microsecond // 1000:03d}Z"
 
 
+# The names of an event's files under events/<camera>/ (snapshot, crops, clip and its parts
+# at size changes): retention removes no other
+EVIDENCE_NAME = r"\d{8}T\d{6}\.\d{3}Z_\d+(?:_\d+_[^/]*\.crop\.jpg|\.jpg|(?:\.part\d+)?\.mp4)"
+
+OnFile = Callable[[str, str], None]  # (camera, path): a file was written (the run's record, `sinks.written`)
+
+
 @dataclass
 class Job:
     image: np.ndarray
@@ -58,10 +65,11 @@ class Job:
 
 class Snapshots:
     def __init__(self, root: str, deliver: Deliver, quality: int = 85, margin: float = 0.2, queue_size: int = 64,
-                 on_lost: Callable[[str, int], None] | None = None):
+                 on_lost: Callable[[str, int], None] | None = None, on_file: OnFile | None = None):
         self.root = root           # outputs.dir: paths in events are relative to it
         self.deliver = deliver
         self.on_lost = on_lost     # (camera, pictures): pictures that could not be written
+        self.on_file = on_file
         self.quality = quality
         self.margin = margin
         self._jobs: queue.Queue[Job | None] = queue.Queue(queue_size)
@@ -119,7 +127,7 @@ class Snapshots:
         events = [dataclasses.replace(e) for e in job.events]
         try:
             jpeg = self._encode(job.image)
-            self._save(job.frame_path, jpeg)
+            self._save(job.camera, job.frame_path, jpeg)
         except Exception as e:
             why = self._lost(job, job.frame_path, e, 1 + len(job.crops))
             for event in events:
@@ -128,7 +136,7 @@ class Snapshots:
         self.written += 1
         for path, (x1, y1, x2, y2) in job.crops:
             try:
-                self._save(path, self._encode(job.image[y1:y2, x1:x2]))
+                self._save(job.camera, path, self._encode(job.image[y1:y2, x1:x2]))
             except Exception as e:
                 why = self._lost(job, path, e, 1)
                 for event in events:
@@ -153,7 +161,7 @@ class Snapshots:
             self.on_lost(job.camera, pictures)
         return why
 
-    def _save(self, relative: str, data: bytes) -> None:
+    def _save(self, camera: str, relative: str, data: bytes) -> None:
         path = os.path.join(self.root, relative)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = path + ".tmp"
@@ -165,6 +173,8 @@ class Snapshots:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)  # a full disk leaves no half-written picture behind
             raise
+        if self.on_file is not None:
+            self.on_file(camera, path)
 
     def close(self, timeout: float = 10.0) -> None:
         """Write what is queued, then stop."""
@@ -200,13 +210,14 @@ class EventEvidence:
     events go to the live page's panel and to the destinations, once their snapshot exists."""
 
     def __init__(self, root: str, config: EventsConfig, publisher: EventPublisher | None, recent: RecentEvents,
-                 on_lost: Callable[[str, int], None] | None = None):
+                 on_lost: Callable[[str, int], None] | None = None, on_file: OnFile | None = None):
         self.root = root
+        self.on_file = on_file
         self.publisher = publisher
         self.recent = recent
         self.clips = config.clips
         self.recorders: dict[str, ClipRecorder] = {}
-        self.snapshots = Snapshots(root, self._deliver, on_lost=on_lost) if config.snapshots else None
+        self.snapshots = Snapshots(root, self._deliver, on_lost=on_lost, on_file=on_file) if config.snapshots else None
 
     def start(self) -> None:
         if self.snapshots is not None:
@@ -216,8 +227,10 @@ class EventEvidence:
         """The camera's clip recorder, fed every encoded packet (None: clips are off)."""
         if self.clips is None:
             return None
-        recorder = self.recorders[camera] = ClipRecorder(os.path.join(self.root, "events", camera), self.clips.pre_s,
-                                                         self.clips.post_s, int(self.clips.max_mb * 1e6))
+        on_file = self.on_file
+        recorder = self.recorders[camera] = ClipRecorder(
+            os.path.join(self.root, "events", camera), self.clips.pre_s, self.clips.post_s,
+            int(self.clips.max_mb * 1e6), on_file=None if on_file is None else lambda path: on_file(camera, path))
         return recorder.packet
 
     def frame(self, frame: Frame) -> None:

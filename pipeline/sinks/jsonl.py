@@ -9,12 +9,15 @@ With `{camera}` in the file name each camera gets its own file; without it all c
 share one file (lines of one camera stay in order; the lines of file cameras in the
 order of their time, then camera id: `InTimeOrder`). A file run's lines depend on its
 files only: the wall-clock `time` of its events (when they were written) is left out,
-where a live camera's events carry it. Lines wait in memory and are appended at least every `flush_s`, whole
-lines in one write, after the writer's lease (if any) was checked: a killed process
-loses at most that much, as with the fragmented video, and never leaves half a line. A
-file is created with its first lines (a camera that never delivers a frame leaves no
-empty file). `rotate` moves on to the next time segment's file: what waits is appended to
-the current file first, so a line is in the segment of its frame, once.
+where a live camera's events carry it. Lines wait in memory and are appended at least
+every `flush_s`, whole lines in one write, after the writer's lease (if any) was checked: a killed process
+loses at most that much, as with the fragmented video, and never leaves half a line; a
+write that a full disk cuts short is cut back to the last whole line (`append_whole`)
+and its lines are counted lost, per camera (`on_lost`). A file is created with its
+first lines (a camera that never delivers a frame leaves no empty file); `on_file`
+hears of it (the run's record of what it wrote, see `sinks.written`). `rotate` moves on
+to the next time segment's file: what waits is appended to the current file first, so
+a line is in the segment of its frame, once.
 """
 from __future__ import annotations
 
@@ -22,12 +25,28 @@ import json
 import os
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from typing import Callable
 
 from pipeline.config.outputs import JsonlOutputConfig
 from pipeline.frames import Frame
 from pipeline.sinks.segments import START, WallSegments, last_stamp
+
+OnFile = Callable[[str], None]  # a file was created (its path)
+OnLost = Callable[[str, int], None]  # (camera, lines) that could not be written
+
+
+def append_whole(fd: int, data: bytes) -> None:
+    """Append `data` whole or not at all: a write the disk cuts short (full, quota) is cut
+    back off, so the file still ends with its last whole line; the error is raised."""
+    start = os.lseek(fd, 0, os.SEEK_END)
+    view = memoryview(data)
+    try:
+        while view:  # short writes continue where they stopped
+            view = view[os.write(fd, view):]
+    except OSError:
+        os.ftruncate(fd, start)
+        raise
 
 
 def frame_record(frame: Frame, wall_time: bool = True) -> dict:
@@ -68,13 +87,16 @@ class JsonlWriter:
     `lease` raises when this writer may no longer write (its camera moved elsewhere)."""
 
     def __init__(self, path: str, flush_s: float = 1.0, append: bool = False,
-                 lease: Callable[[], None] | None = None):
+                 lease: Callable[[], None] | None = None, on_file: OnFile | None = None,
+                 on_lost: OnLost | None = None):
         self.path = path
         self.flush_s = flush_s
         self.append = append  # a camera resumed elsewhere continues its file
         self.lease = lease
+        self.on_file = on_file
+        self.on_lost = on_lost
         self._fd: int | None = None
-        self._pending: list[str] = []
+        self._pending: list[tuple[str, str]] = []  # (camera, line)
         self._closed = False
         self._flushed = time.monotonic()
         self._lock = threading.Lock()
@@ -84,7 +106,7 @@ class JsonlWriter:
         with self._lock:
             if self._closed:
                 return
-            self._pending.append(line)
+            self._pending.append((record.get("camera", ""), line))
             now = time.monotonic()
             if now - self._flushed >= self.flush_s:
                 self._flush()
@@ -95,14 +117,20 @@ class JsonlWriter:
             return
         if self.lease is not None:
             self.lease()
-        if self._fd is None:
-            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-            mode = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if self.append else os.O_TRUNC)
-            self._fd = os.open(self.path, mode, 0o644)
-        data = "".join(self._pending).encode("utf-8")
-        self._pending.clear()
-        while data:  # one append of whole lines (short writes continue where they stopped)
-            data = data[os.write(self._fd, data):]
+        pending, self._pending = self._pending, []
+        try:
+            if self._fd is None:
+                os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+                mode = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if self.append else os.O_TRUNC)
+                self._fd = os.open(self.path, mode, 0o644)
+                if self.on_file is not None:
+                    self.on_file(self.path)
+            append_whole(self._fd, "".join(line for _, line in pending).encode("utf-8"))
+        except OSError:
+            if self.on_lost is not None:
+                for camera, n in Counter(camera for camera, _ in pending).items():
+                    self.on_lost(camera, n)
+            raise
 
     def rotate(self, path: str) -> None:
         """Finish the current file; the next lines start `path` (a new segment's file)."""
@@ -176,15 +204,19 @@ class InTimeOrder:
                 del self.waiting[cam]
 
 
+MakeWriter = Callable[..., "JsonlWriter"]  # (camera or None: shared, path, append=False, lease=None)
+
+
 class JsonlFiles:
     """Every camera's JSON lines writer: a file of its own (`{camera}` in the name), or the
     one all cameras share, closed when the last of them ends and reopened for appending
     when a camera comes after that; with time segments the shared file moves on by the
     wall clock (`WallSegments`), a camera's own with its video (`CameraSegments`)."""
 
-    def __init__(self, config: JsonlOutputConfig, path: Callable[[str, str | None], str]):
+    def __init__(self, config: JsonlOutputConfig, path: Callable[[str, str | None], str], make: MakeWriter):
         self.config = config
         self.path = path  # (camera, segment start or None) -> file
+        self.make = make
         self.writers: dict[str, JsonlWriter] = {}
         self._lock = threading.Lock()
         self.shared: JsonlWriter | None = None
@@ -192,16 +224,16 @@ class JsonlFiles:
         self._order = InTimeOrder()  # the shared file's lines of file cameras
         self._merge = threading.Lock()  # held from a line's place in that order until it is written
         if config.enabled and "{camera}" not in config.filename:
-            self.shared = JsonlWriter(path("", None), config.flush_s)
+            self.shared = make(None, path("", None))
 
     def open(self, cam: str, append: bool, lease: Callable[[], None] | None, segment_s: float | None,
              live: bool = False) -> None:
         with self._lock:
             if self.shared is None:
-                self.writers[cam] = JsonlWriter(self.path(cam, None), self.config.flush_s, append, lease)
+                self.writers[cam] = self.make(cam, self.path(cam, None), append, lease)
                 return
             if self.shared.closed:  # every camera had ended
-                self.shared = JsonlWriter(self.shared.path, self.config.flush_s, append=True)
+                self.shared = self.make(None, self.shared.path, True)
             if not live:
                 with self._merge:
                     self._order.add_camera(cam)
@@ -233,18 +265,17 @@ class JsonlFiles:
             for ready in self._order.add(cam, record):
                 jw.write(ready)
 
-    def close(self, cam: str, last: bool) -> None:
-        """`last`: no other camera is open (a shared file closes)."""
+    def close(self, cam: str, last: bool) -> list[JsonlWriter]:
+        """The camera leaves: the writers to close now (its own; with `last`, no other camera
+        is open, the shared one too). Its lines that waited for the other cameras' go now."""
         if self.shared is not None and self.writers.get(cam) is self.shared:
             with self._merge:
                 for ready in self._order.end(cam):
                     self.shared.write(ready)
         with self._lock:
             jw = self.writers.pop(cam, None)
-            if jw is not None and jw is not self.shared:
-                jw.close()
-            if last and self.shared is not None:
-                self.shared.close()
+            return ([jw] if jw is not None and jw is not self.shared else []) \
+                + ([self.shared] if last and self.shared is not None else [])
 
     def open_files(self) -> list[str]:
         return [j.path for j in list(self.writers.values()) + [self.shared] if j is not None and not j.closed]

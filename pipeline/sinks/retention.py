@@ -1,41 +1,51 @@
-"""Keeps an output folder within a disk budget and an age, for cameras that run for months.
+"""Keeps what the run writes within a disk budget and an age, for cameras that run for months.
 
-What can go: finished files (video and JSON lines segments, event snapshots and clips),
-oldest first, until the folder is under `max_bytes` and nothing is older than
-`max_age_s`. Never a file still being written (`is_open`), never anything but the kinds
-of file the run writes, never the newest of a camera's time-named segments (the one being
-written, whichever process writes it: on a cluster each host's retention sees the whole
-folder but knows only its own open files). Every removal is counted (files, bytes) for the summary and the
-metrics. A sweep runs on a thread of its own every `interval_s`, off the frame path.
-Folders in `skip` are another retention's (the event evidence under `events/`).
-`OutputRetention` is a run's: one for the videos and JSON lines, one for `events/`.
+What may go, and nothing else: a file that the run's record (`WrittenIndex`, the
+folder's `.written`) says one of its writers created, for a camera this run has
+(configured, or added while running), whose name is one that camera's outputs take
+(`names`: its video and JSON lines file names, with their segment stamps and part
+numbers; under `events/<camera>/`, its snapshots and clips), that is a plain file
+(never a symlink, never followed) and lies inside the folder once every link on the way
+is resolved. Of those, the oldest go first until what remains is under `max_bytes`, and
+any older than `max_age_s`; never a file still being written (`is_open`), never the
+newest of a camera's time-named segments (the one being written, whichever process
+writes it: on a cluster each host's retention sees the whole record but knows only its
+own open files). A file of the same name that someone else put there, another camera's
+files, the user's own files: all stay, and none counts against the budget. Every
+removal is counted (files, bytes) for the summary and the metrics. A sweep runs on a
+thread of its own every `interval_s`, off the frame path. `OutputRetention` is a run's:
+one for the videos and JSON lines, one for `events/`.
 """
 from __future__ import annotations
 
 import logging
 import os
 import re
+import stat
 import threading
 import time
-from typing import Callable, Iterable
+from typing import Callable, Container, Iterable
 
 from pipeline.config import OutputsConfig
-from pipeline.config.outputs import RetainConfig
+from pipeline.config.outputs import RetainConfig, stamped
 from pipeline.metrics.registry import Metrics
 from pipeline.metrics.snapshot import RetentionStats
+from pipeline.sinks.event_evidence import EVIDENCE_NAME
 from pipeline.sinks.segments import STAMP_RE
+from pipeline.sinks.written import SHARED, WrittenIndex
 
 log = logging.getLogger("pipeline.retention")
 
-KINDS = (".mp4", ".mkv", ".mov", ".m4v", ".webm", ".ts", ".jsonl", ".jpg", ".jpeg")
+EVENTS = "events"
+Owns = Callable[[str, str], bool]  # (path relative to the index's folder, camera) -> may this retention remove it
 
 
 class Retention:
-    def __init__(self, root: str, max_bytes: int | None, max_age_s: float | None,
-                 is_open: Callable[[str], bool] = lambda path: False, interval_s: float = 10.0,
-                 skip: tuple[str, ...] = ()):
+    def __init__(self, root: str, index: WrittenIndex, owns: Owns, max_bytes: int | None, max_age_s: float | None,
+                 is_open: Callable[[str], bool] = lambda path: False, interval_s: float = 10.0):
         self.root = root
-        self.skip = {os.path.abspath(p) for p in skip}
+        self.index = index
+        self.owns = owns
         self.max_bytes = max_bytes
         self.max_age_s = max_age_s
         self.is_open = is_open
@@ -46,19 +56,21 @@ class Retention:
         self._lock = threading.Lock()
 
     def _files(self) -> list[tuple[float, int, str]]:
-        """(modification time, size, path) of every file of a kind the run writes."""
-        found = []
-        for folder, subfolders, names in os.walk(self.root):
-            subfolders[:] = [d for d in subfolders if os.path.abspath(os.path.join(folder, d)) not in self.skip]
-            for name in names:
-                if not name.lower().endswith(KINDS):
-                    continue
-                path = os.path.join(folder, name)
-                try:
-                    st = os.stat(path)
-                except FileNotFoundError:
-                    continue
+        """(modification time, size, path) of every file this retention may remove, oldest first."""
+        root = os.path.realpath(self.root)
+        found, gone = [], []
+        for relative, camera in self.index.entries().items():
+            path = os.path.join(self.index.root, relative)
+            if not self.owns(relative, camera) or os.path.commonpath([root, os.path.realpath(path)]) != root:
+                continue
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                gone.append(relative)  # removed by someone else: forgotten
+                continue
+            if stat.S_ISREG(st.st_mode):
                 found.append((st.st_mtime, st.st_size, path))
+        self.index.removed(gone)
         return sorted(found)
 
     def sweep(self, now: float | None = None) -> list[str]:
@@ -87,6 +99,8 @@ class Retention:
                 self.stats.removed_files += 1
                 self.stats.removed_bytes += size
             self.stats.kept_bytes = total
+            self.index.removed([os.path.relpath(p, self.index.root) for p in removed])
+            self.index.compact()
         if removed:
             log.info("retention: removed %d file(s) (%.1f MB) to stay within the budget", len(removed), freed / 1e6)
         return removed
@@ -106,9 +120,6 @@ class Retention:
             self._thread.join(5)
 
 
-EVENTS = "events"
-
-
 def newest_segments(paths: Iterable[str]) -> set[str]:
     """The newest file of each series of time-named segments (same name but the stamp)."""
     newest: dict[str, str] = {}
@@ -120,24 +131,61 @@ def newest_segments(paths: Iterable[str]) -> set[str]:
     return set(newest.values())
 
 
+def template_names(template: str, camera: str) -> str:
+    """A pattern of the relative paths a file name template gives a camera's files: any
+    segment stamp for `{start}`, and the part number a resolution change adds."""
+    stem, ext = os.path.splitext(template)
+    return (re.escape(stem.format(camera=camera, start="\0")).replace("\0", STAMP_RE) + r"(?:\.part\d+)?"
+            + re.escape(ext))
+
+
+def names(outputs: OutputsConfig, camera: str) -> re.Pattern:
+    """The relative paths of the files a camera's outputs write (SHARED: the JSON lines
+    file all cameras share), as written, with and without segment stamps."""
+    templates = []
+    if outputs.video.enabled and camera != SHARED:
+        templates.append(outputs.video.filename)
+    if outputs.jsonl.enabled and ("{camera}" in outputs.jsonl.filename) == (camera != SHARED):
+        templates.append(outputs.jsonl.filename)
+    patterns = [template_names(t, camera) for template in templates for t in (template, stamped(template))]
+    return re.compile("|".join(patterns) or r"(?!)")
+
+
 class OutputRetention:
     """A run's retentions: `outputs.retain` over the videos and JSON lines (never an open
-    file: `is_open`), `outputs.events.retain` over `events/`; their counts go into the
+    file: `is_open`), `outputs.events.retain` over `events/`, each over the files the
+    run's record holds for `cameras` (those the run has); their counts go into the
     metrics (`snapshot().retention`). Swept four times per time segment (every second
-    at most, every minute at least: a sweep stats every file of the folder), so the folder
-    exceeds its budget by about a segment at most."""
+    at most, every minute at least), so the folder exceeds its budget by about a segment
+    at most."""
 
-    def __init__(self, outputs: OutputsConfig, is_open: Callable[[str], bool], metrics: Metrics):
-        events = os.path.join(outputs.dir, EVENTS)
+    def __init__(self, outputs: OutputsConfig, is_open: Callable[[str], bool], metrics: Metrics,
+                 index: WrittenIndex, cameras: Callable[[], Container[str]]):
+        self.outputs = outputs
+        self.cameras = cameras
+        self._names: dict[str, re.Pattern] = {}
         length = outputs.video.segment_s or 3600.0
         interval = min(60.0, max(1.0, length / 4))
         self.parts: list[Retention] = []
-        for name, retain, root, skip in (("outputs", outputs.retain, outputs.dir, (events,)),
-                                         ("events", outputs.events.retain, events, ())):
+        for name, retain, root, owns in (("outputs", outputs.retain, outputs.dir, self._owns_output),
+                                         ("events", outputs.events.retain, os.path.join(outputs.dir, EVENTS),
+                                          self._owns_evidence)):
             if retain is not None and (retain.max_gb is not None or retain.max_days is not None):
-                part = Retention(root, *limits(retain), is_open=is_open, interval_s=interval, skip=skip)
+                part = Retention(root, index, owns, *limits(retain), is_open=is_open, interval_s=interval)
                 metrics.retention[name] = part.stats
                 self.parts.append(part)
+
+    def _owns_output(self, relative: str, camera: str) -> bool:
+        if camera != SHARED and camera not in self.cameras():
+            return False
+        if camera not in self._names:
+            self._names[camera] = names(self.outputs, camera)
+        return self._names[camera].fullmatch(relative) is not None
+
+    def _owns_evidence(self, relative: str, camera: str) -> bool:
+        folder, name = os.path.split(relative)
+        return (folder == os.path.join(EVENTS, camera) and camera in self.cameras()
+                and re.fullmatch(EVIDENCE_NAME, name) is not None)
 
     def start(self) -> None:
         for part in self.parts:

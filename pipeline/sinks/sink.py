@@ -21,6 +21,7 @@ from pipeline.runtime.threads import Capacity
 from pipeline.sinks.event_evidence import EventEvidence
 from pipeline.sinks.camera_files import CameraOutputs
 from pipeline.sinks.preview import Preview
+from pipeline.sinks.written import WrittenIndex
 
 log = logging.getLogger("pipeline.sink")
 
@@ -33,8 +34,9 @@ class SinkStage:
     name = "sink"
 
     def __init__(self, outputs: OutputsConfig, metrics: Metrics, control: RunControl, capacity: Capacity,
-                 queue_size: int, evidence: EventEvidence, preview: Preview | None = None):
-        self.files = CameraOutputs(outputs, metrics, self.name)
+                 queue_size: int, evidence: EventEvidence, preview: Preview | None = None,
+                 index: WrittenIndex | None = None):
+        self.files = CameraOutputs(outputs, metrics, self.name, index)
         self.evidence = evidence  # every event: its snapshot and clip, then the panel and the destinations
         self.preview = preview    # the live view: offered every frame, keeps only watched cameras' newest
         self.metrics = metrics

@@ -79,7 +79,8 @@ class DetectStage(InferenceStage):
                     item.stamp(f"{self.name}.batched")
                     frames.append(item)
             if frames:
-                self.metrics.detector_ran(frames)
+                for f in frames:
+                    self.metrics.detector(f.camera, True)
                 self.submit([t for f in frames for t, _ in _inputs(f)], frames)
             for item in items:
                 if isinstance(item, EndOfStream):
@@ -87,7 +88,7 @@ class DetectStage(InferenceStage):
                     self._orders.pop(item.camera, None)
                     self.pass_through(item)
                 elif not item.runs_detector:
-                    self.metrics.detector_skipped(item.camera, item.plan.reason if item.plan else "")
+                    self.metrics.detector(item.camera, False, item.plan.reason if item.plan else "")
                     item.stamp(self.name)
                     self.pass_through(item)
 

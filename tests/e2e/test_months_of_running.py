@@ -106,3 +106,32 @@ def test_retention_keeps_the_folder_within_budget_and_memory_stays_flat(tmp_path
     assert "retention outputs: removed" in summary_table(snap)
     rss = [r for r, _ in samples[20:]]  # after a 20 s warm-up: about 20 segments written, most removed
     assert max(rss) - min(rss) < 8, rss  # plain MP4 indexes bounded by the segment: no growth with time
+
+
+def test_retention_removes_only_what_the_run_wrote_for_its_cameras(tmp_path, slow_clip, model_path, write_config):
+    """The hostile round's folder: the user's files, another camera's segment, a symlink to
+    a big file outside, look-alikes under events/; a segment of this camera from an earlier
+    run is in the run's record and goes with the run's own old segments."""
+    from pipeline.sinks.written import WrittenIndex
+
+    out, outside = tmp_path / "out", tmp_path / "outside"
+    planted = {"holiday.mp4": 5000, "mydata.jsonl": 5000, "sub/wedding.jpg": 5000,
+               "oldcam.20200101T000000Z.mp4": 5000, "events/holiday.jpg": 5000,
+               "events/cam/my-own-clip.mp4": 5000, "events/othercam/20200101T000000.000Z_1.jpg": 5000,
+               "cam.20200101T000000Z.mp4": 5000}  # the last one: an earlier run's, in the record
+    for name, size in planted.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes(b"x" * size)
+    WrittenIndex(str(out)).add("cam", str(out / "cam.20200101T000000Z.mp4"))
+    outside.mkdir()
+    (outside / "big.bin").write_bytes(b"x" * 10**6)
+    os.symlink(outside / "big.bin", out / "link.mp4")
+    config = looping(slow_clip, model_path, out, video={"segment_s": 1}, retain={"max_gb": 1e-9},
+                     events={"retain": {"max_gb": 1e-9}})
+    snap, _ = run_for(config, write_config, 5)
+    assert not (out / "cam.20200101T000000Z.mp4").exists()
+    survivors = [name for name in planted if name != "cam.20200101T000000Z.mp4"]
+    assert all((out / name).exists() for name in survivors), [n for n in survivors if not (out / n).exists()]
+    assert os.path.islink(out / "link.mp4") and (outside / "big.bin").stat().st_size == 10**6
+    assert len(segment_files(str(out / "cam.{start}.mp4"))) <= 2  # the newest (and one cut after the last sweep)
+    assert snap.retention["outputs"].removed_files >= 5  # the earlier run's and 2 pairs of this run's

@@ -4,7 +4,7 @@ from pathlib import Path
 from conftest import detector_model
 from pipeline.config import parse_config
 from pipeline.engines.plan import plan_cores, plan_engine
-from pipeline.runtime.threads import visible_cores
+from pipeline.config.limits import visible_cores
 
 
 def config(model_path, sample_path, **runtime):

@@ -6,6 +6,7 @@ on the wall clock; retention never removes an open file."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from fractions import Fraction
 
 import av
@@ -14,10 +15,11 @@ import pytest
 
 from conftest import read_jsonl
 from pipeline.config import ConfigError, parse_config
+from pipeline.config.outputs import RetainConfig
 from pipeline.frames import Frame
 from pipeline.metrics.registry import Metrics
 from pipeline.sinks.camera_files import CameraOutputs
-from pipeline.sinks.retention import Retention
+from pipeline.sinks.retention import OutputRetention
 from pipeline.sinks.segments import SegmentClock, segment_files, stamp
 
 STAMP = r"\d{8}T\d{6}Z"
@@ -135,8 +137,9 @@ def test_retention_never_removes_the_segment_being_written(tmp_path):
     files.open("cam", live=False)
     for seq in range(60):
         files.write(frame(seq))
-    retention = Retention(out.dir, max_bytes=0, max_age_s=None, is_open=files.is_open)
-    removed = retention.sweep()
+    retention = OutputRetention(replace(out, retain=RetainConfig(max_gb=1e-9)), files.is_open, Metrics(), files.index,
+                                cameras=lambda: {"cam"})
+    removed = retention.parts[0].sweep()
     video, lines = files.video["cam"].file, files.jsonl.writers["cam"].path
     assert video not in removed and lines not in removed and len(removed) == 4  # 2 closed segments, 2 files each
     files.close("cam", last=True)

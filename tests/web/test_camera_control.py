@@ -311,3 +311,26 @@ def test_cameras_come_and_go_while_the_api_is_read_and_every_read_is_answered(co
     for i in range(12):
         cam = p.snapshot().cameras[f"x{i}"]
         assert cam.state == "ended" and cam.frames_in == cam.processed + cam.dropped_total, (i, cam)
+
+
+def test_counts_no_machine_can_hold_are_400_naming_the_limit(controlled, sample_path, monkeypatch):
+    """100,000 decode threads over HTTP once froze every camera; a camera more than the
+    memory holds is refused too, and nothing starts."""
+    import threading
+
+    from pipeline.config.limits import machine
+
+    p, base = controlled
+    threads = threading.active_count()
+    body = {"id": "dock", "uri": sample_path("bikes.mp4"), "thread_count": 100000}
+    status, answer, _ = post(base, json.dumps(body).encode(), content_type="application/json")
+    assert status == 400 and answer.decode() == (f"body.thread_count: 100000 is over the limit of "
+                                                 f"{max(16, machine().cores)} (decode threads per camera: the "
+                                                 f"{machine().cores} visible cores, at least 16)\n")
+    monkeypatch.setattr("pipeline.config.limits.CAMERA_BYTES", machine().memory // 2)  # room for one camera
+    status, answer, _ = post(base, json.dumps({"id": "dock", "uri": sample_path("bikes.mp4")}).encode(),
+                             content_type="application/json")
+    assert status == 400 and answer.decode().startswith("camera dock cannot be added: 2 cameras are over the limit "
+                                                        "of 1 (each holds at least"), answer
+    assert p.cameras() == ["campus"] and "dock" not in p.snapshot().cameras
+    assert threading.active_count() < threads + 8  # no decoder of 100,000 threads was ever made
