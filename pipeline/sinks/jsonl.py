@@ -2,9 +2,10 @@
 
 `{"camera", "seq", "pts", "time", "detected", "detections": [{"box": [x1, y1, x2, y2],
 "score", "class_id", "class", "predicted", "track"?, "stationary"?, "labels"?: {classifier:
-{"label", "id", "score"}}}], "events"?, "errors"?}` with boxes in frame pixels; `detected`:
-the detector ran on the frame; `predicted`: the box is the tracker's, not the detector's;
-`stationary`: its track has not moved for `track.stationary_s`.
+{"label", "id", "score"}}}], "regions"?, "events"?, "errors"?}` with boxes in frame
+pixels; `detected`: the detector ran on the frame (`regions`: on these squares of it
+only); `predicted`: the box is the tracker's, not the detector's; `stationary`: its
+track has not moved for `track.stationary_s`.
 With `{camera}` in the file name each camera gets its own file; without it all cameras
 share one file (lines of one camera stay in order; the lines of file cameras in the
 order of their time, then camera id: `InTimeOrder`). A file run's lines depend on its
@@ -72,6 +73,8 @@ def frame_record(frame: Frame, wall_time: bool = True) -> dict:
     record: dict = {"camera": frame.camera, "seq": frame.seq, "pts": frame.pts,
                     "time": None if frame.pts_seconds is None else round(frame.pts_seconds, 6),
                     "detected": frame.detected, "detections": items}
+    if frame.plan is not None and frame.plan.regions is not None:
+        record["regions"] = [[round(float(v), 1) for v in r] for r in frame.plan.regions]
     if frame.events:
         record["events"] = [e.to_dict() for e in frame.events]
         if not wall_time:
