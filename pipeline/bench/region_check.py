@@ -136,7 +136,7 @@ def _tally(out: dict, reference: Detections, cut: dict, whole: dict) -> None:
     looked = plan.covers(np.array([b for _, b in ref], np.float32).reshape(-1, 4))
     inside = [r for r, yes in zip(ref, looked) if yes]
     out["small_in_regions"] += len(inside)
-    out["found_by_regions"] += sum(_matched(b, c, _small(cut)) for c, b in inside)
-    out["found_by_whole_frame"] += sum(_matched(b, c, _small(whole)) for c, b in inside)
-    out["regions_not_in_reference"] += sum(not _matched(b, c, ref) for c, b in _small(cut))
+    out["found_by_regions"] += int(sum(_matched(b, c, _small(cut)) for c, b in inside))
+    out["found_by_whole_frame"] += int(sum(_matched(b, c, _small(whole)) for c, b in inside))
+    out["regions_not_in_reference"] += int(sum(not _matched(b, c, ref) for c, b in _small(cut)))
 
