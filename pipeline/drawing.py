@@ -37,6 +37,8 @@ def label_lines(det: Detections, i: int) -> list[str]:
     head = f"{det.names(int(det.class_id[i]))} {det.score[i]:.2f}"
     if det.track_id is not None and det.track_id[i] >= 0:
         head = f"#{int(det.track_id[i])} {head}"
+    if det.stationary is not None and det.stationary[i]:
+        head += " still"
     lines = [head]
     for stage, attr in det.attributes.items():
         if attr.class_id[i] >= 0:
@@ -78,7 +80,8 @@ def draw_detections(image: np.ndarray, det: Detections | None, scale: float = 1.
     for i in order:
         x1, y1, x2, y2 = (int(round(v)) for v in boxes[i])
         color = class_color(int(det.class_id[i]))
-        cv2.rectangle(image, (x1, y1), (x2, y2), color, thickness, cv2.LINE_AA)
+        predicted = det.predicted is not None and det.predicted[i]  # the tracker's box: drawn thinner
+        cv2.rectangle(image, (x1, y1), (x2, y2), color, max(1, thickness // 2) if predicted else thickness, cv2.LINE_AA)
         lines = label_lines(det, int(i))
         width = max(cv2.getTextSize(t, FONT, font, 1)[0][0] for t in lines) + 4
         rect = place_label((x1, y1, x2, y2), (width, step * len(lines)), (w, h), taken)
@@ -96,8 +99,9 @@ def draw_analytics(image: np.ndarray, frame: Frame, scale: float = 1.0) -> None:
         polygon = zone.polygon * scale
         cv2.polylines(image, [polygon.astype(np.int32)], True, ZONE_COLOR, 2, cv2.LINE_AA)
         x, y = polygon[0, 0]
-        cv2.putText(image, f"{zone.name}: {zone.inside} inside", (int(x) + 4, int(y) + 16), FONT, font, ZONE_COLOR,
-                    1, cv2.LINE_AA)
+        still = f", {zone.stationary} stationary" if zone.stationary else ""
+        cv2.putText(image, f"{zone.name}: {zone.inside} inside{still}", (int(x) + 4, int(y) + 16), FONT, font,
+                    ZONE_COLOR, 1, cv2.LINE_AA)
     for line in frame.lines:
         a, b = tuple(int(v * scale) for v in line.a), tuple(int(v * scale) for v in line.b)
         cv2.line(image, a, b, LINE_COLOR, 2, cv2.LINE_AA)

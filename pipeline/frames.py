@@ -59,6 +59,8 @@ class Detections:
     names: ClassNames = field(default_factory=ClassNames)
     track_id: np.ndarray | None = None
     attributes: dict[str, Attribute] = field(default_factory=dict)
+    predicted: np.ndarray | None = None  # per row: the tracker's box, not the detector's (None: all detected)
+    stationary: np.ndarray | None = None  # per row: its track has not moved for `track.stationary_s` (None: none)
 
     @classmethod
     def empty(cls, names: ClassNames | None = None) -> "Detections":
@@ -78,9 +80,13 @@ class Detections:
 
 @dataclass
 class Letterbox:
-    """How a frame was fitted into the model input, to map boxes back to frame pixels.
+    """How a picture (a frame, or a region of it) was fitted into the model input, to map
+    boxes back to frame pixels.
 
-    input = frame * (scale_x, scale_y) + (pad_x, pad_y)
+    input = (frame - (offset_x, offset_y)) * (scale_x, scale_y) + (pad_x, pad_y)
+
+    `frame_w` x `frame_h` is the fitted picture's size; a region of the frame sits at
+    (`offset_x`, `offset_y`) in it.
     """
 
     scale_x: float
@@ -89,20 +95,74 @@ class Letterbox:
     pad_y: float
     frame_w: int
     frame_h: int
+    offset_x: float = 0.0
+    offset_y: float = 0.0
 
     def to_frame(self, xyxy: np.ndarray) -> np.ndarray:
         out = np.empty_like(xyxy, dtype=np.float32)
         out[:, [0, 2]] = (xyxy[:, [0, 2]] - self.pad_x) / self.scale_x
         out[:, [1, 3]] = (xyxy[:, [1, 3]] - self.pad_y) / self.scale_y
-        out[:, [0, 2]] = np.clip(out[:, [0, 2]], 0, self.frame_w)  # (fancy indexing copies: assign back)
-        out[:, [1, 3]] = np.clip(out[:, [1, 3]], 0, self.frame_h)
+        out[:, [0, 2]] = np.clip(out[:, [0, 2]], 0, self.frame_w) + self.offset_x  # (fancy indexing copies)
+        out[:, [1, 3]] = np.clip(out[:, [1, 3]], 0, self.frame_h) + self.offset_y
         return out
 
     def to_input(self, xyxy: np.ndarray) -> np.ndarray:
         out = np.empty_like(xyxy, dtype=np.float32)
-        out[:, [0, 2]] = xyxy[:, [0, 2]] * self.scale_x + self.pad_x
-        out[:, [1, 3]] = xyxy[:, [1, 3]] * self.scale_y + self.pad_y
+        out[:, [0, 2]] = (xyxy[:, [0, 2]] - self.offset_x) * self.scale_x + self.pad_x
+        out[:, [1, 3]] = (xyxy[:, [1, 3]] - self.offset_y) * self.scale_y + self.pad_y
         return out
+
+
+@dataclass
+class Motion:
+    """What changed in a frame against its camera's background (`sources.motion_detector`):
+    the boxes around the changes, in frame pixels, and the share of the unmasked picture
+    that changed. `recalibrated`: so much changed at once (lights, day/night) that the
+    background was taken afresh and no motion is reported."""
+
+    boxes: np.ndarray  # (n, 4) float32 x1, y1, x2, y2
+    changed: float = 0.0
+    recalibrated: bool = False
+    mask: list = field(default_factory=list)  # the camera's polygons where motion is ignored (the tuning view)
+
+    @classmethod
+    def none(cls, changed: float = 0.0, recalibrated: bool = False, mask: list | None = None) -> "Motion":
+        return cls(np.zeros((0, 4), np.float32), changed, recalibrated, mask or [])
+
+    @property
+    def moving(self) -> bool:
+        return len(self.boxes) > 0
+
+
+@dataclass
+class DetectPlan:
+    """Whether the detector runs on a frame, and why: decided in the camera's thread
+    (`sources.detect_gate`) from the frame's time and its own motion, so a file gives the
+    same runs on a fast machine and a loaded one. `reason` of a run: `every` (no gate),
+    `first`, `motion`, `refresh`; of none: `rate` (between the detection rate's frames),
+    `still` (no motion and no refresh due: gated)."""
+
+    run: bool
+    reason: str
+    motion: Motion | None = None
+    regions: np.ndarray | None = None  # (k, 4) squares the detector runs on (None: the whole frame)
+
+    def covers(self, boxes: np.ndarray, share: float = 0.5) -> np.ndarray:
+        """Per box (frame pixels): whether the detector's run on this frame looked at it
+        (at least `share` of it inside one region; everything, on the whole frame)."""
+        if not self.run:
+            return np.zeros((len(boxes),), bool)
+        regions = self.regions
+        if regions is None:
+            return np.ones((len(boxes),), bool)
+        if not len(boxes):
+            return np.zeros((0,), bool)
+        ix = np.clip(np.minimum(boxes[:, None, 2], regions[None, :, 2])
+                     - np.maximum(boxes[:, None, 0], regions[None, :, 0]), 0, None)
+        iy = np.clip(np.minimum(boxes[:, None, 3], regions[None, :, 3])
+                     - np.maximum(boxes[:, None, 1], regions[None, :, 1]), 0, None)
+        area = np.maximum((boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1]), 1e-6)
+        return ((ix * iy) / area[:, None] >= share).any(axis=1)
 
 
 @dataclass
@@ -123,6 +183,7 @@ class ZoneCount:
     name: str
     polygon: np.ndarray
     inside: int
+    stationary: int = 0  # of those inside, the ones that have not moved for `track.stationary_s`
 
 
 @dataclass
@@ -137,7 +198,7 @@ class Event:
     pts: int | None
     track: int
     cls: str
-    event: str  # "cross", "enter", "exit"
+    event: str  # "cross", "enter", "exit"; "stationary", "moving": an object inside a zone stops, goes on
     line: str | None = None
     zone: str | None = None
     direction: str | None = None
@@ -198,6 +259,7 @@ class Frame:
     order: int = -1
     tensor: object | None = None  # the model input (`ModelInput`) until the detector has run
     letterbox: Letterbox | None = None
+    region_inputs: list[tuple[object, Letterbox]] | None = None  # the detector's inputs where it runs on regions
     detections: Detections | None = None
     lines: list[LineCount] = field(default_factory=list)  # analytics results on this frame
     zones: list[ZoneCount] = field(default_factory=list)
@@ -215,6 +277,13 @@ class Frame:
             return self.picture.width, self.picture.height
         h, w = self.image.shape[:2]
         return w, h
+
+    plan: DetectPlan | None = None  # whether the detector runs on it (None: it does)
+    detected: bool = False  # the detector ran on it: its detections are its own, not predicted
+
+    @property
+    def runs_detector(self) -> bool:
+        return self.plan is None or self.plan.run
 
     def stamp(self, boundary: str) -> None:
         self.stamps[boundary] = time.perf_counter()
@@ -239,8 +308,17 @@ def _set_image(frame: Frame, image: np.ndarray | None) -> None:
     frame._image = image
 
 
+def _size(frame: Frame) -> tuple[int, int]:
+    """The picture's width and height, without converting it."""
+    if frame._image is not None:
+        h, w = frame._image.shape[:2]
+        return w, h
+    return frame.picture.width, frame.picture.height
+
+
 Frame.image = property(_image, _set_image)  # type: ignore[assignment]  # a field made on first use
 Frame.converted = property(lambda f: f._image is not None)  # type: ignore[attr-defined]
+Frame.size = property(_size)  # type: ignore[attr-defined]
 
 
 @dataclass

@@ -38,10 +38,19 @@ from pipeline.side_outputs import SideOutputs
 from pipeline.sinks.sink import SinkStage
 from pipeline.sinks.views import converts_every_frame
 from pipeline.sources.camera import VideoSource
+from pipeline.sources.detect_gate import DetectGate
 from pipeline.stages import STAGES
 from pipeline.stages.build import BuildContext
 
 log = logging.getLogger("pipeline.graph")
+
+
+def detect_gate(config: Config, engines: EngineRegistry, s: SourceConfig) -> DetectGate:
+    """Which of the camera's frames its detector sees."""
+    entry = entry_stage(config.graph)
+    assert entry is not None
+    return DetectGate(entry.rate(s.id), s.motion, max(config.models[entry.model].input_size),
+                      engines.regions_per_run(entry.model))
 
 
 class Pipeline:
@@ -98,7 +107,7 @@ class Pipeline:
         self.plan.add_camera(s.thread_count)
         preprocess = Preprocessor(self.config.detector, from_picture=not converts_every_frame(self.config))
         source = VideoSource(s, preprocess, port, self.metrics, self.control, self.max_frames, resume,
-                             recording=self.sink.files.recordings.get(s.id))
+                             self.sink.files.recordings.get(s.id), detect_gate(self.config, self.engines, s))
         self.sources.append(source)
         return source
 

@@ -209,6 +209,30 @@ def test_problems_never_show_a_secret(write_config, model_path, sample_path):
         assert not [p for p in problems if secret in p]
 
 
+def test_detection_rate_and_motion_mistakes_are_reported_with_their_paths(write_config, model_path, sample_path):
+    data = base(model_path, sample_path)
+    data["sources"][0]["motion"] = {"threshold": 0, "mask": [[[0, 0], [1, 1]]]}
+    data["graph"][0]["detect"].update({"fps": 0, "regions": True, "cameras": {"a": {"refresh_s": -1}, "zz": {}}})
+    with pytest.raises(ConfigError) as e:
+        load_config(write_config(data))
+    assert sorted(e.value.problems) == sorted([
+        "sources[0].motion.threshold: must be within 1..255, got 0",
+        "sources[0].motion.mask[0]: expected 3 or more [x, y] points",
+        "graph[0].detect.fps: must be > 0, got 0.0",
+        "graph[0].detect.cameras.a.refresh_s: must be > 0, got -1.0",
+        "graph[0].detect.regions: regions are cut around motion: needs `motion: true`",
+        "graph[0].detect.cameras.zz: no camera with this id"])
+
+
+def test_a_cameras_own_detection_rate_overrides_the_stages(write_config, model_path, sample_path):
+    data = base(model_path, sample_path)
+    data["sources"].append({"id": "b", "uri": sample_path("bikes.mp4")})
+    data["graph"][0]["detect"].update({"fps": 5, "motion": True, "cameras": {"b": {"fps": 2, "regions": True}}})
+    detect = load_config(write_config(data)).graph[0]
+    assert (detect.rate("a").fps, detect.rate("a").motion, detect.rate("a").regions) == (5, True, False)
+    assert (detect.rate("b").fps, detect.rate("b").motion, detect.rate("b").regions) == (2, True, True)
+
+
 def test_counts_beyond_what_the_machine_can_hold_are_refused_naming_the_limit(write_config, model_path, sample_path,
                                                                                monkeypatch):
     from pipeline.config.limits import machine

@@ -14,13 +14,14 @@ import time
 import av
 import numpy as np
 
-from pipeline.config import ClassifySpec, Config
+from pipeline.config import ClassifySpec, Config, entry_stage
 from pipeline.decoders.layouts import DetectionDecoder
 from pipeline.engines.session import create_session
 from pipeline.frames import ClassNames, Frame
 from pipeline.preprocess import Preprocessor
 from pipeline.sinks.encoder import VideoWriter
 from pipeline.drawing import draw_detections
+from pipeline.sources.motion_detector import MotionDetector
 from pipeline.stages.crops import CropPolicy
 
 
@@ -59,16 +60,21 @@ def _per_image(session, tensors: list[np.ndarray], batch_sizes=(1, 2, 4, 8), bud
     return best
 
 
-def _decode(config: Config, frames: int) -> tuple[list, list, float]:
+MOTION_PICTURES = 30  # decoded pictures of each clip kept to time motion on
+
+
+def _decode(config: Config, frames: int) -> tuple[list, list, float, list]:
     """The first `frames` frames of each distinct clip: (image, pts, time base), the clips'
-    rates, and the mean decode time per frame."""
-    images, rates, decode_times = [], [], []
+    rates, the mean decode time per frame, and the first decoded pictures of each clip."""
+    images, rates, decode_times, pictures = [], [], [], []
     for uri in dict.fromkeys(s.uri for s in config.sources):
         with av.open(uri) as c:
             s = c.streams.video[0]
             s.codec_context.thread_count = 1
             t0 = time.perf_counter()
             for i, vf in enumerate(c.decode(s)):
+                if i < MOTION_PICTURES:
+                    pictures.append((uri, vf, float(vf.time or 0.0)))
                 images.append((vf.to_ndarray(format="bgr24", threads=1), vf.pts, s.time_base))
                 decode_times.append(time.perf_counter() - t0)
                 if i + 1 >= frames:
@@ -76,7 +82,24 @@ def _decode(config: Config, frames: int) -> tuple[list, list, float]:
                 t0 = time.perf_counter()
             rates.append(s.average_rate)
     kept = np.sort(decode_times)[: max(1, int(len(decode_times) * 0.95))]
-    return images, rates, float(kept.mean())
+    return images, rates, float(kept.mean()), pictures
+
+
+def _motion_cost(config: Config, pictures: list) -> dict:
+    """Motion's cost per frame where the detector is gated by it (on the decoded pictures,
+    each clip's with its own detector), else nothing."""
+    entry = entry_stage(config.graph)
+    gated = entry is not None and any(entry.rate(s.id).motion for s in config.sources)
+    if not gated or not pictures:
+        return {}
+    motion = {s.uri: MotionDetector(s.motion) for s in config.sources}
+    timed = []
+    for uri, vf, t in pictures:
+        if motion[uri].mask is None:
+            motion[uri](vf, t)  # a clip's first picture only becomes the background
+        else:
+            timed.append((uri, vf, t))
+    return {"motion": _timed(lambda p: motion[p[0]](p[1], p[2]), timed)}
 
 
 def _classifier_cost(config: Config, images: list, dets: list) -> tuple[dict, float]:
@@ -118,10 +141,11 @@ def measure_costs(config: Config, frames: int = 100) -> dict:
     frames of each distinct clip of its cameras (the frames a benchmark run processes,
     so crops per frame are those of the run)."""
     detect_model = config.detector
-    images, rates, decode = _decode(config, frames)
+    images, rates, decode, pictures = _decode(config, frames)
     pre = Preprocessor(detect_model)
     prepared = [(t.numpy(), box) for t, box in (pre(img) for img, _, _ in images)]
-    cost = {"decode": decode, "preprocess": _timed(lambda x: pre(x[0])[0].numpy(), images)}
+    cost = {"decode": decode, **_motion_cost(config, pictures),
+            "preprocess": _timed(lambda x: pre(x[0])[0].numpy(), images)}
     det_session = create_session(detect_model, 1)
     cost["detector"], best_batch = _per_image(det_session, [t for t, _ in prepared[:8]])
     decoder = DetectionDecoder(detect_model)

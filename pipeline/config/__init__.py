@@ -21,12 +21,12 @@ from pipeline.config.models import LAYOUTS, BatchingConfig, EngineConfig, ModelC
 from pipeline.config.outputs import (JsonlOutputConfig, MetricsConfig, OutputsConfig, RuntimeConfig,
                                      VideoOutputConfig)
 from pipeline.config.schema import ConfigError, Reader, is_url, resolve_path
-from pipeline.config.sources import QueueConfig, ReconnectConfig, SourceConfig
+from pipeline.config.sources import MotionConfig, QueueConfig, ReconnectConfig, SourceConfig
 from pipeline.config.stages import (STAGE_SPECS, AnalyticsSpec, AnnotateSpec, ClassifySpec, DetectSpec, StageSpec,
                                     TrackSpec, entry_stage, read_graph)
 
-__all__ = ["Config", "ConfigError", "SourceConfig", "QueueConfig", "ReconnectConfig", "ModelConfig", "BatchingConfig",
-           "EngineConfig", "OutputsConfig", "VideoOutputConfig", "JsonlOutputConfig", "MetricsConfig",
+__all__ = ["Config", "ConfigError", "SourceConfig", "MotionConfig", "QueueConfig", "ReconnectConfig", "ModelConfig",
+           "BatchingConfig", "EngineConfig", "OutputsConfig", "VideoOutputConfig", "JsonlOutputConfig", "MetricsConfig",
            "RuntimeConfig", "StageSpec", "DetectSpec", "TrackSpec", "ClassifySpec", "AnalyticsSpec", "AnnotateSpec",
            "STAGE_SPECS", "LAYOUTS", "entry_stage", "load_config", "parse_config", "parse_source", "read_config",
            "is_url", "resolve_path", "output_path_problems", "cameras_problem"]
@@ -60,7 +60,7 @@ class Config:
             raise ConfigError([f"--cameras: no camera with id {', '.join(unknown)} "
                                f"(cameras: {', '.join(s.id for s in self.sources)})"])
         keep = [s for s in self.sources if s.id in camera_ids]
-        graph = [s.for_cameras(camera_ids) if isinstance(s, AnalyticsSpec) else s for s in self.graph]
+        graph = [s.for_cameras(camera_ids) if isinstance(s, (AnalyticsSpec, DetectSpec)) else s for s in self.graph]
         return replace(self, sources=keep, graph=graph)
 
     def with_output_dir(self, path: str) -> "Config":

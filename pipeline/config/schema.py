@@ -19,6 +19,9 @@ from dataclasses import MISSING, field, fields
 from pathlib import Path
 from typing import Any, Callable, Literal, Union, get_args, get_origin
 
+import numpy as np
+
+from pipeline.config.limits import POINTS, over
 from pipeline.errors import PipelineError
 from pipeline.redact import redact, secret_key
 
@@ -295,6 +298,38 @@ def read_string_map(r: Reader, raw: Any, where: str) -> dict[str, str] | Any:
     for k in bad:
         r.problem(_join(where, str(k)), "expected a single value")
     return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in raw.items() if k not in bad}
+
+
+def read_points(count: int | None) -> Any:
+    """[x, y] points: exactly `count` of them, or at least 3 (a polygon)."""
+    def read(r: Reader, raw: Any, where: str) -> list[tuple[float, float]] | Any:
+        try:
+            arr = np.asarray(raw, np.float64)
+        except (TypeError, ValueError):
+            arr = np.zeros((0,))
+        ok = arr.ndim == 2 and arr.shape[1] == 2 and np.isfinite(arr).all()
+        ok = ok and (len(arr) == count if count is not None else len(arr) >= 3)
+        if not ok:
+            r.problem(where, f"expected {count or '3 or more'} [x, y] points")
+            return INVALID
+        if len(arr) > POINTS:
+            r.problem(where, over(len(arr), POINTS, "points of a polygon"))
+            return INVALID
+        if count == 2 and np.allclose(arr[0], arr[1]):
+            r.problem(where, "the two points are the same: a line needs a length")
+            return INVALID
+        return [(float(x), float(y)) for x, y in arr]
+    return read
+
+
+def read_polygons(r: Reader, raw: Any, where: str) -> list[list[tuple[float, float]]] | Any:
+    """A list of polygons, each 3 or more [x, y] points."""
+    if not isinstance(raw, list):
+        r.problem(where, f"expected a list of polygons (lists of [x, y] points), got {describe_value(raw, where)}")
+        return INVALID
+    polygon = read_points(None)
+    read = [polygon(r, item, f"{where}[{i}]") for i, item in enumerate(raw)]
+    return [p for p in read if p is not INVALID]
 
 
 def read_file(r: Reader, raw: Any, where: str) -> str | Any:

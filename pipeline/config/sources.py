@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pipeline.config.limits import FRAMES_QUEUED, at_most, machine
 from pipeline.config.outputs import RecordConfig
 from pipeline.config.schema import (INVALID, Reader, describe_value, file_problem, is_url, local_path, non_negative,
-                                    option, positive, read_file, read_string_map)
+                                    option, positive, read_file, read_polygons, read_string_map, within)
 
 # A camera id names its output files: a plain name, never a path.
 CAMERA_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
@@ -70,6 +70,30 @@ class ReconnectConfig:
 
 
 @dataclass(kw_only=True)
+class MotionConfig:
+    """How a camera's motion is measured (used where the `detect` stage has `motion: true`)."""
+
+    threshold: int = option(30, check=within(1, 255),
+                            doc="a pixel has changed when its brightness differs from the background by this much "
+                                "(0-255; with `contrast`, in a scene of full contrast)")
+    min_area: float = option(0.0005, check=within(0, 1),
+                             doc="the smallest change that counts as motion, a fraction of the frame's area")
+    frame_height: int = option(100, check=within(16, 2160), doc="motion is measured on the luminance picture "
+                                                                "scaled to this height (pixels)")
+    background_s: float = option(5.0, check=positive,
+                                 doc="how long a change takes to become background (the running average's time "
+                                     "constant, seconds of video): slow light changes and parked objects fade in")
+    recalibrate: float = option(0.8, check=within(0, 1),
+                                doc="when this fraction of the frame changes at once (lights, day/night switch), the "
+                                    "background is taken afresh and no motion is reported")
+    contrast: bool = option(True, doc="adapt to the scene: a change of overall brightness (exposure, clouds) cancels "
+                                      "out, and the threshold drops with the scene's contrast (dark, hazy; down to 1/4)")
+    mask: list[list[tuple[float, float]]] = option(
+        factory=list, read=read_polygons,
+        doc="areas where motion is ignored (a clock, trees in the wind): polygons of [x, y] frame pixels")
+
+
+@dataclass(kw_only=True)
 class SourceConfig:
     id: str = option(check=check_camera_id, doc="camera id; names its output files (letters, digits, `_.-`)")
     uri: str = option(read=read_uri, doc="a video file (relative to the config) or a URL (`rtsp://`, `http://`, ...)")
@@ -99,6 +123,7 @@ class SourceConfig:
     phase_s: float = option(0.0, check=non_negative,
                             doc="a paced file starts this much later (cameras playing one clip are then not in step)")
     loop: bool = option(False, doc="replay a file forever (timestamps keep increasing)")
+    motion: MotionConfig = option(factory=MotionConfig, doc="how motion is measured (`detect` with `motion: true`)")
     options: dict[str, str] = option(factory=dict, read=read_string_map,
                                      doc="FFmpeg demuxer/protocol options, e.g. `{buffer_size: 1048576}`")
 

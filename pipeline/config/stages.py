@@ -11,11 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-import numpy as np
-
-from pipeline.config.limits import LINES, POINTS, ZONES, over
+from pipeline.config.limits import LINES, ZONES, over
 from pipeline.config.models import ModelConfig
-from pipeline.config.schema import INVALID, Reader, internal, non_negative, option, positive, within
+from pipeline.config.schema import Reader, internal, non_negative, option, positive, read_points, within
 
 
 @dataclass
@@ -80,6 +78,34 @@ def _needs_tracker(r: Reader, ctx: GraphContext, path: str) -> None:
         r.problem(path, "needs a track stage before it (it works on track ids)")
 
 
+FPS_DOC = ("the detector sees at most this many frames per second of each camera's time; on the others the tracker "
+           "predicts (`max_fps` and `stride` drop frames from the whole pipeline instead)")
+MOTION_DOC = ("run the detector only on frames with motion (measured as `sources[].motion` says), or when a refresh "
+              "is due")
+REFRESH_DOC = "with `motion`: run the detector at least this often (seconds of the camera's time), motion or not"
+REGIONS_DOC = ("with `motion`: run the detector on square crops around the motion, cut from the full-resolution "
+               "frame, where they cost no more than one run on the whole frame")
+
+
+@dataclass(frozen=True)
+class DetectRate:
+    """Which frames of one camera the detector sees: the detect stage's options with the
+    camera's own overrides applied (`DetectSpec.rate`)."""
+
+    fps: float | None = None
+    motion: bool = False
+    refresh_s: float = 10.0
+    regions: bool = False
+
+
+@dataclass(kw_only=True)
+class DetectCameraSpec:
+    fps: float | None = option(None, check=positive, shown="the stage's", doc="this camera's `fps`")
+    motion: bool | None = option(None, shown="the stage's", doc="this camera's `motion`")
+    refresh_s: float | None = option(None, check=positive, shown="the stage's", doc="this camera's `refresh_s`")
+    regions: bool | None = option(None, shown="the stage's", doc="this camera's `regions`")
+
+
 @dataclass(kw_only=True)
 class DetectSpec(StageSpec):
     type: ClassVar[str] = "detect"
@@ -87,9 +113,35 @@ class DetectSpec(StageSpec):
     about: ClassVar[str] = "batches frames across cameras, runs the detector, decodes boxes (NMS)"
 
     model: str = option(doc="the detector (a name under `models`)")
+    fps: float | None = option(None, check=positive, shown="every frame", doc=FPS_DOC)
+    motion: bool = option(False, doc=MOTION_DOC)
+    refresh_s: float = option(10.0, check=positive, doc=REFRESH_DOC)
+    regions: bool = option(False, doc=REGIONS_DOC)
+    cameras: dict[str, DetectCameraSpec] = option(factory=dict, doc="per camera id: its own `fps`, `motion`, "
+                                                                    "`refresh_s`, `regions`")
+
+    def rate(self, camera: str) -> DetectRate:
+        """The camera's detection rate: its own overrides, else the stage's options."""
+        own = self.cameras.get(camera, DetectCameraSpec())
+        pick = lambda mine, stage: stage if mine is None else mine  # noqa: E731
+        return DetectRate(pick(own.fps, self.fps), pick(own.motion, self.motion),
+                          pick(own.refresh_s, self.refresh_s), pick(own.regions, self.regions))
 
     def check(self, ctx: GraphContext, r: Reader) -> None:
         _check_model(r, ctx, f"{self.path}.model", self.model, classifier=False)
+        needs = "regions are cut around motion: needs `motion: true`"
+        if self.regions and not self.motion:
+            r.problem(f"{self.path}.regions", needs)
+        for cam, own in self.cameras.items():
+            if cam not in ctx.cameras:
+                r.problem(f"{self.path}.cameras.{cam}", "no camera with this id")
+            rate = self.rate(cam)
+            if rate.regions and not rate.motion and (own.regions is not None or own.motion is not None):
+                r.problem(f"{self.path}.cameras.{cam}.regions", needs)
+
+    def for_cameras(self, cameras: list[str]) -> "DetectSpec":
+        """The same stage for some of the cameras only."""
+        return replace(self, cameras={c: s for c, s in self.cameras.items() if c in cameras})
 
 
 @dataclass(kw_only=True)
@@ -140,29 +192,8 @@ class ClassifySpec(StageSpec):
             _needs_tracker(r, ctx, self.path)
 
 
-def read_points(count: int | None) -> Any:
-    """[x, y] points: exactly `count` of them, or at least 3 (a polygon)."""
-    def read(r: Reader, raw: Any, where: str) -> list[tuple[float, float]] | Any:
-        try:
-            arr = np.asarray(raw, np.float64)
-        except (TypeError, ValueError):
-            arr = np.zeros((0,))
-        ok = arr.ndim == 2 and arr.shape[1] == 2 and np.isfinite(arr).all()
-        ok = ok and (len(arr) == count if count is not None else len(arr) >= 3)
-        if not ok:
-            r.problem(where, f"expected {count or '3 or more'} [x, y] points")
-            return INVALID
-        if len(arr) > POINTS:
-            r.problem(where, over(len(arr), POINTS, "points of a polygon"))
-            return INVALID
-        if count == 2 and np.allclose(arr[0], arr[1]):
-            r.problem(where, "the two points are the same: a line needs a length")
-            return INVALID
-        return [(float(x), float(y)) for x, y in arr]
-    return read
-
-
-MIN_FRAMES_DOC = "a change of side counts once the object stayed on the new side this many frames"
+MIN_FRAMES_DOC = ("a change of side counts once the object has been on the new side this many frames (a detection "
+                  "confirms it; frames the detector did not see count as time there)")
 MIN_DISTANCE_DOC = "... or once it is this many pixels past the line or edge"
 
 
@@ -185,6 +216,9 @@ class LineSpec(_CountingSpec):
 class ZoneSpec(_CountingSpec):
     name: str = option(doc="the zone's name (events, counts)")
     polygon: list[tuple[float, float]] = option(read=read_points(None), doc="3 or more [x, y] points")
+    alert_stationary: bool = option(True, doc="send a `stationary` event when an object inside stops (for "
+                                              "`track.stationary_s`) and `moving` when it goes on (false: that "
+                                              "state shows in `/api/cameras`, the counts and the JSON lines only)")
 
 
 def count_problem(items: list, limit: int, what: str) -> str | None:

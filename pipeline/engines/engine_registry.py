@@ -11,7 +11,7 @@ from pipeline.engines.engine import Engine, describe, describe_costs
 from pipeline.engines.model_check import OpenModel
 from pipeline.engines.plan import ThreadPlan
 from pipeline.engines.pool import WorkerPool
-from pipeline.engines.profile import profile
+from pipeline.engines.profile import profile, regions_per_run
 from pipeline.engines.session import ModelError
 from pipeline.errors import one_line
 from pipeline.metrics.registry import Metrics
@@ -51,6 +51,10 @@ class EngineRegistry:
 
     def policy(self, name: str) -> BatchPolicy:
         return self(name).policy
+
+    def regions_per_run(self, name: str) -> int:
+        """The regions of one frame that cost no more than one run of the model (measured)."""
+        return regions_per_run(getattr(self(name), "batch_costs", None) or {})
 
     def __getitem__(self, name: str) -> Engine:
         return self.engines[name]

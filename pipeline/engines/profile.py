@@ -29,6 +29,15 @@ def choose_batch(costs: dict[int, float]) -> int:
     return min(s for s, c in per_item.items() if c <= BATCH_GAIN_TOLERANCE * best)
 
 
+def regions_per_run(costs: dict[int, float]) -> int:
+    """The most items a batch may hold at no more than `BATCH_GAIN_TOLERANCE` times the
+    cost of one: the regions one frame may have in place of one run on the whole frame
+    (1 on a CPU, where a batch costs the sum of its items)."""
+    if 1 not in costs:
+        return 1
+    return max(s for s, c in costs.items() if s == 1 or c <= BATCH_GAIN_TOLERANCE * costs[1])
+
+
 def measure_batch_costs(sizes: list[int], warm: Callable[[int], object], timed: Callable[[int], float],
                         repeats: int = 3) -> dict[int, float]:
     """Seconds per batch by size: `warm(size)` runs a batch untimed, `timed(size)` returns

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pipeline.metrics.histogram import Histogram
-from pipeline.metrics.snapshot import (CameraSnapshot, EngineSnapshot, Latency, QueueSnapshot, RecordingStats,
-                                       RetentionStats, Snapshot, StageSnapshot)
+from pipeline.metrics.snapshot import (CameraSnapshot, DetectorCounts, EngineSnapshot, Latency, QueueSnapshot,
+                                       RecordingStats, RetentionStats, Snapshot, StageSnapshot)
 from pipeline.redact import redact
 
 
@@ -54,9 +54,11 @@ class CameraStats:
     last_out: float | None = None
     counts: dict[tuple[str, str, str], int] = field(default_factory=lambda: defaultdict(int))  # (name, event, class)
     occupancy: dict[str, int] = field(default_factory=dict)  # zone -> objects inside now
+    stationary: dict[str, int] = field(default_factory=dict)  # zone -> of those, the ones not moving
     segment: str = ""  # the file name of the video (or JSON lines) segment being written
     snapshots_lost: int = 0  # event pictures (frames, crops) that could not be written
     recording: RecordingStats | None = None  # its recording's health (None: not recorded)
+    detector: DetectorCounts = field(default_factory=DetectorCounts)
 
     def nested_counts(self) -> dict[str, dict[str, dict[str, int]]]:
         """Analytics counts as {line or zone: {event: {class: n}}}."""
@@ -73,8 +75,9 @@ class CameraStats:
             dropped=dict(self.dropped), errors=self.errors, decode_errors=self.decode_errors,
             output_errors=dict(self.output_errors), fps=round(fps, 2), reconnects=self.reconnects,
             downtime_s=round(self.downtime_s, 2), latency=Latency.of(self.latency), counts=self.nested_counts(),
-            occupancy=dict(self.occupancy), segment=self.segment, snapshots_lost=self.snapshots_lost,
-            video_frames_lost=self.video_frames_lost, jsonl_lines_lost=self.jsonl_lines_lost,
+            occupancy=dict(self.occupancy), stationary=dict(self.stationary), segment=self.segment,
+            snapshots_lost=self.snapshots_lost, video_frames_lost=self.video_frames_lost,
+            jsonl_lines_lost=self.jsonl_lines_lost, detector=dataclasses.replace(self.detector),
             recording=dataclasses.replace(self.recording) if self.recording is not None else None)
 
 
@@ -214,6 +217,13 @@ class Metrics:
     def snapshot_lost(self, cam: str, pictures: int = 1) -> None:
         with self._lock:
             self.camera(cam).snapshots_lost += pictures
+
+    def detector(self, cam: str, ran: bool, reason: str = "") -> None:
+        """The detector runs on a frame of `cam`, or leaves it out (`still`: gated for want of motion)."""
+        with self._lock:
+            counts = self.camera(cam).detector
+            counts.runs, counts.predicted, counts.gated = (counts.runs + ran, counts.predicted + (not ran),
+                                                           counts.gated + (reason == "still"))
 
     def frame_in(self, cam: str) -> None:
         with self._lock:

@@ -46,6 +46,9 @@ def _notes(c: CameraSnapshot) -> list[str]:
                                            (c.jsonl_lines_lost, "JSON line(s)")) if n]
     if lost:
         notes.append("LOST " + ", ".join(lost))
+    if c.detector.predicted:
+        notes.append(f"detector on {c.detector.runs} frame(s), {c.detector.predicted} predicted "
+                     f"({c.detector.gated} gated: no motion)")
     for name, events in c.counts.items():
         for event, per_class in events.items():
             notes += [f"{name}.{event}.{cls}={n}" for cls, n in per_class.items()]

@@ -53,6 +53,17 @@ class RecordingStats:
 
 
 @dataclass
+class DetectorCounts:
+    """Which of a camera's frames the detector ran on: `runs` (frames it saw), `gated`
+    (frames of the detection rate left out for want of motion), `predicted` (frames it
+    did not see, gated or between the rate's frames: the tracker predicts on them)."""
+
+    runs: int = 0
+    gated: int = 0
+    predicted: int = 0
+
+
+@dataclass
 class CameraSnapshot:
     state: str = "starting"
     detail: str = ""
@@ -68,11 +79,13 @@ class CameraSnapshot:
     latency: Latency = field(default_factory=Latency)
     counts: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # line or zone -> event -> class -> n
     occupancy: dict[str, int] = field(default_factory=dict)  # zone -> objects inside now
+    stationary: dict[str, int] = field(default_factory=dict)  # zone -> of those, the ones not moving
     segment: str = ""
     snapshots_lost: int = 0  # event pictures (frames, crops) that could not be written
     video_frames_lost: int = 0  # frames its video could not hold (disk full, the encoder failed)
     jsonl_lines_lost: int = 0  # JSON lines its output could not write
     recording: RecordingStats | None = None
+    detector: DetectorCounts = field(default_factory=DetectorCounts)
     host: str | None = None  # on a cluster: where it runs (None: its host died), its node, how often it moved
     node: str | None = None
     moves: int = 0

@@ -142,11 +142,19 @@ class Ingress:
     def high_water(self) -> int:
         return max((q.high_water for q in self._lanes.values()), default=0)
 
-    def _take_oldest(self, limit: int, out: list) -> bool:
+    def _heads(self, room: bool, free: Callable[[Item], bool] | None) -> list[tuple[float, _Lane]]:
+        """The lanes whose head may be taken now: any, with `room` for work; else those
+        whose head is `free` (needs no room)."""
+        heads = [(t, lane) for lane in self._lanes.values() if (t := lane.head_time()) is not None]
+        if room or free is None:
+            return heads
+        return [(t, lane) for t, lane in heads if free(lane._items[0])]
+
+    def _take_oldest(self, limit: int, out: list, room: bool, free: Callable[[Item], bool] | None) -> bool:
         """Move up to `limit` items into `out`, oldest capture first across the lanes; True
         when an end of stream was taken (it flushes the batch)."""
         while len(out) < limit:
-            heads = [(t, lane) for lane in self._lanes.values() if (t := lane.head_time()) is not None]
+            heads = self._heads(room, free)
             if not heads:
                 return False
             item = min(heads, key=lambda h: h[0])[1].pop()
@@ -156,25 +164,32 @@ class Ingress:
         return False
 
     def collect(self, max_items: int, max_wait_s: float = 0.0, hold: Callable[[], bool] | None = None,
-                poll_s: float = 0.1) -> list:
+                poll_s: float = 0.1, ready: Callable[[], bool] | None = None,
+                free: Callable[[Item], bool] | None = None) -> list:
         """One batch of up to `max_items`, oldest frames first. Waits up to `poll_s` for a first
         item (else returns an empty list, so the caller can check for stop). With fewer
         than `max_items` waiting it returns at once, unless `hold()` says holding costs
         nothing now (every worker is busy anyway): then it waits for more, at most until
-        `max_wait_s` after the first item was seen. An end of stream flushes what is held."""
+        `max_wait_s` after the first item was seen. An end of stream flushes what is held.
+        With `ready` (is there room for work: an engine's credit) items that are not
+        `free` (need no work) are taken only while there is room; a lane whose head needs
+        room waits, its camera's order kept. Whoever makes room calls `wake()`."""
         out: list = []
         with self._cond:
-            while not any(len(q) for q in self._lanes.values()):
+            room = ready is None or ready()
+            while not self._heads(room, free):
                 if self._closed:
                     raise QueueClosed(self.name)
                 if not self._cond.wait(poll_s):
                     return out
+                room = ready is None or ready()
             deadline = time.monotonic() + max_wait_s
             while True:
-                ended = self._take_oldest(max_items, out)
+                ended = self._take_oldest(max_items, out, room, free)
                 self._cond.notify_all()  # room made: a producer facing a full lane
                 self._wake_reader()
-                if ended or len(out) >= max_items or hold is None or not hold():
+                work = free is None or not all(free(item) for item in out)
+                if ended or len(out) >= max_items or hold is None or not work or not hold():
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self._closed:

@@ -24,7 +24,7 @@ from typing import Callable
 from pipeline.config import OutputsConfig
 from pipeline.config.outputs import RecordConfig
 from pipeline.frames import Frame, Resume
-from pipeline.metrics.registry import Metrics
+from pipeline.metrics.registry import CameraStats, Metrics
 from pipeline.sinks.encoder import OnPacket, VideoWriter, segment_path
 from pipeline.sinks.jsonl import JsonlFiles, JsonlWriter, frame_record
 from pipeline.sinks.lease import Fenced, Lease
@@ -95,6 +95,15 @@ class OutputFailures:
         self.failed = {k: v for k, v in self.failed.items() if not k.startswith(f"{cam}/")}
 
 
+def show_segment(stats: CameraStats, writer: VideoWriter | None, jsonl: str | None) -> None:
+    """The camera's current file in its metrics (`/api/cameras`, the live page): its
+    video's, else its JSON lines' where they moved to a new file (`jsonl`)."""
+    if writer is not None:
+        stats.segment = os.path.basename(writer.file)
+    elif jsonl is not None:
+        stats.segment = os.path.basename(jsonl)
+
+
 class CameraOutputs:
     """Every camera's writers; `write` and `close` of one camera are called from one thread.
     With time segments (`outputs.video.segment_s`, or `{start}` in a file name) a camera's
@@ -116,6 +125,7 @@ class CameraOutputs:
         self.record_names: dict[str, str] = {}  # camera -> its recording's file name (kept once it ends: retention)
         self.fenced: set[str] = set()  # cameras whose lease another writer took: nothing more is written
         self.ran: set[str] = set()  # cameras opened before: an id that returns continues its files
+        self.live: set[str] = set()  # live cameras: their events' JSON lines say when they were written
 
     def _jsonl_writer(self, cam: str | None, path: str, append: bool = False, lease=None) -> JsonlWriter:
         """A camera's JSON lines writer (`cam` None: the one all cameras share), whose file
@@ -136,11 +146,12 @@ class CameraOutputs:
             segment = next_segment(out.video_path(cam)) if out.video.enabled else 0
             resume = replace(resume, segment=max(resume.segment, segment), append=True)
         self.ran.add(cam)
+        (self.live.add if live else self.live.discard)(cam)
         if (seg := time_segments(out, cam, live, own_jsonl=self.jsonl.shared is None)) is not None:
             self.segments[cam] = seg
         lease = Lease(out.dir, cam, resume.epoch).check if resume.epoch else None
         if out.jsonl.enabled:
-            self.jsonl.open(cam, resume.append, lease, out.video.segment_for(live))
+            self.jsonl.open(cam, resume.append, lease, out.video.segment_for(live), live)
         if out.video.enabled:
             # live cameras (and cameras that may move between machines) write crash-safe fragmented MP4
             fragmented = out.video.fragmented if out.video.fragmented is not None else live or resume.segment > 0
@@ -179,22 +190,15 @@ class CameraOutputs:
                 recording = self.recordings.get(cam)
                 spot = recording.spot(frame.record_time) if recording is not None else None
                 try:
-                    self.jsonl.next(cam, start).write(frame_record(frame, spot, recorded=recording is not None))
+                    self.jsonl.write(cam, start, frame_record(frame, spot, recording is not None, cam in self.live))
                 except Fenced:
                     raise
                 except Exception as e:
                     self._fail(cam, "jsonl", e)
         except Fenced as e:
             self._fence(cam, e)
-        self._show_segment(cam, writer, start)
-
-    def _show_segment(self, cam: str, writer: VideoWriter | None, start: str | None) -> None:
-        """The camera's current file in its metrics (`/api/cameras`, the live page)."""
-        stats = self.metrics.camera(cam)
-        if writer is not None:
-            stats.segment = os.path.basename(writer.file)
-        elif start is not None:
-            stats.segment = os.path.basename(self.outputs.jsonl_path(cam, start))
+        jsonl = self.outputs.jsonl_path(cam, start) if start is not None else None
+        show_segment(self.metrics.camera(cam), writer, jsonl)
 
     def is_open(self, path: str) -> bool:
         """Whether a file is still being written (retention never removes it)."""

@@ -1,13 +1,20 @@
 """Machine-readable metadata: one JSON line per frame.
 
-`{"camera", "seq", "pts", "time", "recording"?, "recording_time"?, "detections": [{"box":
-[x1, y1, x2, y2], "score", "class_id", "class", "track"?, "labels"?: {classifier:
-{"label", "id", "score"}}}], "events"?, "errors"?}` with boxes in frame pixels; a recorded
+`{"camera", "seq", "pts", "time", "recording"?, "recording_time"?, "detected", "detections":
+[{"box": [x1, y1, x2, y2], "score", "class_id", "class", "predicted", "track"?,
+"stationary"?, "labels"?: {classifier: {"label", "id", "score"}}}], "regions"?, "events"?,
+"errors"?}` with boxes in frame pixels; `detected`: the detector ran on the frame
+(`regions`: on these squares of it only); `predicted`: the box is the tracker's, not the
+detector's; `stationary`: its track has not moved for `track.stationary_s`. A recorded
 camera's rows name the recording's file and the frame's time in it (null: in none), and
-its boxes are in the recording's pixels (the main stream's, where a sub-stream is
-analysed). With `{camera}` in the file name each camera gets its own file; without it all
-cameras share one file (lines of one camera stay in order). Lines wait in memory and are appended at least every `flush_s`, whole
-lines in one write, after the writer's lease (if any) was checked: a killed process
+its boxes and regions are in the recording's pixels (the main stream's, where a
+sub-stream is analysed).
+With `{camera}` in the file name each camera gets its own file; without it all cameras
+share one file (lines of one camera stay in order; the lines of file cameras in the
+order of their time, then camera id: `InTimeOrder`). A file run's lines depend on its
+files only: the wall-clock `time` of its events (when they were written) is left out,
+where a live camera's events carry it. Lines wait in memory and are appended at least
+every `flush_s`, whole lines in one write, after the writer's lease (if any) was checked: a killed process
 loses at most that much, as with the fragmented video, and never leaves half a line; a
 write that a full disk cuts short is cut back to the last whole line (`append_whole`)
 and its lines are counted lost, per camera (`on_lost`). A file is created with its
@@ -22,7 +29,7 @@ import json
 import os
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from typing import Callable
 
 import numpy as np
@@ -49,9 +56,10 @@ def append_whole(fd: int, data: bytes) -> None:
         raise
 
 
-def frame_record(frame: Frame, spot: RecordingSpot | None = None, recorded: bool = False) -> dict:
+def frame_record(frame: Frame, spot: RecordingSpot | None = None, recorded: bool = False,
+                 wall_time: bool = True) -> dict:
     """The frame's JSON line; `recorded`: its camera has a recording, `spot` where the
-    frame lies in it."""
+    frame lies in it; `wall_time`: its events say when they were written (live cameras)."""
     det = frame.detections
     items = []
     scale = _scale(frame, spot)
@@ -60,9 +68,12 @@ def frame_record(frame: Frame, spot: RecordingSpot | None = None, recorded: bool
             cid = int(det.class_id[i])
             box = det.xyxy[i] if scale is None else det.xyxy[i] * scale
             entry: dict = {"box": [round(float(v), 2) for v in box], "score": round(float(det.score[i]), 4),
-                           "class_id": cid, "class": det.names(cid)}
+                           "class_id": cid, "class": det.names(cid),
+                           "predicted": bool(det.predicted is not None and det.predicted[i])}
             if det.track_id is not None and det.track_id[i] >= 0:
                 entry["track"] = int(det.track_id[i])
+            if det.stationary is not None and det.stationary[i]:
+                entry["stationary"] = True
             labels = {stage: {"label": attr.names(int(attr.class_id[i])), "id": int(attr.class_id[i]),
                               "score": round(float(attr.score[i]), 4)}
                       for stage, attr in det.attributes.items() if attr.class_id[i] >= 0}
@@ -74,9 +85,16 @@ def frame_record(frame: Frame, spot: RecordingSpot | None = None, recorded: bool
     if recorded:
         record["recording"] = spot.file if spot is not None else None
         record["recording_time"] = spot.time if spot is not None else None
+    record["detected"] = frame.detected
     record["detections"] = items
+    if frame.plan is not None and frame.plan.regions is not None:
+        regions = frame.plan.regions if scale is None else frame.plan.regions * scale
+        record["regions"] = [[round(float(v), 1) for v in r] for r in regions]
     if frame.events:
         record["events"] = [e.to_dict() for e in frame.events]
+        if not wall_time:
+            for e in record["events"]:
+                e.pop("time", None)
     if frame.errors:
         record["errors"] = frame.errors
     return record
@@ -179,6 +197,46 @@ class JsonlWriter:
             self._fd = None
 
 
+class InTimeOrder:
+    """The lines of the file cameras that share one file, in the order of their frames'
+    time (then camera id, then number), whatever order the cameras finish their frames
+    in: a file run writes the same file every time. A line waits until every other file
+    camera on the file has a later one waiting, or has ended; live cameras' lines never
+    wait (they are written as they come)."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[str, deque[tuple[tuple, dict]]] = {}
+        self.open: set[str] = set()
+
+    def add_camera(self, cam: str) -> None:
+        self.waiting.setdefault(cam, deque())
+        self.open.add(cam)
+
+    def add(self, cam: str, record: dict) -> list[dict]:
+        """Take the camera's next line; the lines that may be written now, in order."""
+        key = (record.get("time") or 0.0, cam, record.get("seq", 0))
+        self.waiting[cam].append((key, record))
+        return self._ready()
+
+    def end(self, cam: str) -> list[dict]:
+        """The camera sends no more lines."""
+        self.open.discard(cam)
+        return self._ready()
+
+    def _ready(self) -> list[dict]:
+        out = []
+        while True:
+            if any(not self.waiting[c] for c in self.open):
+                return out  # an open camera may still send an earlier line
+            heads = [(q[0][0], c) for c, q in self.waiting.items() if q]
+            if not heads:
+                return out
+            _, cam = min(heads)
+            out.append(self.waiting[cam].popleft()[1])
+            if not self.waiting[cam] and cam not in self.open:
+                del self.waiting[cam]
+
+
 MakeWriter = Callable[..., "JsonlWriter"]  # (camera or None: shared, path, append=False, lease=None)
 
 
@@ -196,16 +254,22 @@ class JsonlFiles:
         self._lock = threading.Lock()
         self.shared: JsonlWriter | None = None
         self._shared_segments: WallSegments | None = None
+        self._order = InTimeOrder()  # the shared file's lines of file cameras
+        self._merge = threading.Lock()  # held from a line's place in that order until it is written
         if config.enabled and "{camera}" not in config.filename:
             self.shared = make(None, path("", None))
 
-    def open(self, cam: str, append: bool, lease: Callable[[], None] | None, segment_s: float | None) -> None:
+    def open(self, cam: str, append: bool, lease: Callable[[], None] | None, segment_s: float | None,
+             live: bool = False) -> None:
         with self._lock:
             if self.shared is None:
                 self.writers[cam] = self.make(cam, self.path(cam, None), append, lease)
                 return
             if self.shared.closed:  # every camera had ended
                 self.shared = self.make(None, self.shared.path, True)
+            if not live:
+                with self._merge:
+                    self._order.add_camera(cam)
             self.writers[cam] = self.shared
             if self._shared_segments is None and (segment_s is not None or START in self.config.filename):
                 self._shared_segments = WallSegments(segment_s, last_stamp(self.path("", START)))
@@ -224,9 +288,23 @@ class JsonlFiles:
                     jw.rotate(self.path("", shared))
         return jw
 
+    def write(self, cam: str, start: str | None, record: dict) -> None:
+        """The camera's next line (`start`: its next segment begins with it)."""
+        jw = self.next(cam, start)
+        if jw is not self.shared or cam not in self._order.waiting:
+            jw.write(record)
+            return
+        with self._merge:
+            for ready in self._order.add(cam, record):
+                jw.write(ready)
+
     def close(self, cam: str, last: bool) -> list[JsonlWriter]:
         """The camera leaves: the writers to close now (its own; with `last`, no other camera
-        is open, the shared one too)."""
+        is open, the shared one too). Its lines that waited for the other cameras' go now."""
+        if self.shared is not None and self.writers.get(cam) is self.shared:
+            with self._merge:
+                for ready in self._order.end(cam):
+                    self.shared.write(ready)
         with self._lock:
             jw = self.writers.pop(cam, None)
             return ([jw] if jw is not None and jw is not self.shared else []) \

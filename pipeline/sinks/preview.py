@@ -10,6 +10,11 @@ it is ready for one. A camera is watched while a stream is open (`watch` / `unwa
 and for a while after each still picture asked for (`watch_for`): a viewer fetching
 stills at the live rate keeps it watched, and each fetch gets the newest picture, not
 an encoding of its own.
+
+The tuning view (`motion`) is each camera's newest frame that measured motion: its
+motion boxes, mask and the regions the detector looked at, in frame pixels, for the page
+to draw over the picture; the sink's offer keeps a reference, the record is made when
+asked for.
 """
 from __future__ import annotations
 
@@ -40,6 +45,7 @@ class Preview:
         self._offered: dict[str, Frame] = {}
         self._last_encoded: dict[str, float] = {}
         self._pictures: dict[str, Picture] = {}
+        self._motion: dict[str, tuple] = {}  # camera -> (seq, (w, h), DetectPlan, detected) of its newest motion
         self._cond = threading.Condition()
         self._closed = False
         self.encoded = 0
@@ -58,7 +64,9 @@ class Preview:
         """Called by the sink for every frame. A watched camera's frame is taken when its
         last picture is about `1/fps` old and the frame has a picture to show, and encoded
         at once; the others are skipped, never held (holding one for later would only make
-        the picture older)."""
+        the picture older). Every frame's motion is kept for the tuning view."""
+        if frame.plan is not None and frame.plan.motion is not None:
+            self._motion[frame.camera] = (frame.seq, frame.size, frame.plan, frame.detected)
         if frame.view is None or not self.wants(frame.camera):
             return
         now = time.monotonic()
@@ -103,6 +111,21 @@ class Preview:
                     return None
                 self._cond.wait(remaining)
         return None
+
+    def motion(self, camera: str) -> dict | None:
+        """The tuning view of the camera's newest frame that measured motion (None: none
+        has): boxes, mask polygons and regions in frame pixels."""
+        entry = self._motion.get(camera)
+        if entry is None:
+            return None
+        seq, (w, h), plan, detected = entry
+        motion = plan.motion
+        rows = lambda a: [[round(float(v), 1) for v in r] for r in a]  # noqa: E731
+        return {"seq": seq, "width": w, "height": h, "boxes": rows(motion.boxes),
+                "changed": round(motion.changed, 4), "recalibrated": motion.recalibrated,
+                "mask": [[list(p) for p in polygon] for polygon in motion.mask],
+                "regions": None if plan.regions is None else rows(plan.regions), "run": plan.run,
+                "reason": plan.reason, "detected": detected}
 
     def _encode_loop(self) -> None:
         while True:

@@ -28,6 +28,7 @@ from pipeline.preprocess import Preprocessor
 from pipeline.runtime.queues import QueueClosed
 from pipeline.runtime.stage import RunControl
 from pipeline.sources.connection import Connection, PacketTap, SourceError
+from pipeline.sources.detect_gate import DetectGate
 from pipeline.sources.framing import Framing
 from pipeline.sources.health import CameraHealth
 from pipeline.sources.main_stream import RecordingFeed
@@ -65,7 +66,7 @@ def wait_unless(stop: threading.Event, stop_camera: threading.Event, seconds: fl
 class VideoSource:
     def __init__(self, config: SourceConfig, preprocess: Preprocessor, lane: Lane, metrics: Metrics,
                  control: RunControl, max_frames: int | None = None, resume: Resume = Resume(),
-                 recording: PacketTap | None = None):
+                 recording: PacketTap | None = None, gate: DetectGate | None = None):
         self.config = config
         self.analysed = config.analysed()  # what is decoded: the sub-stream where it has one
         self.camera = config.id
@@ -77,6 +78,7 @@ class VideoSource:
         # where it picks up: frames of its file processed elsewhere, and where its numbering
         # and timeline continue (`max_frames` counts the frames of the id across moves)
         self.resume = resume
+        self.gate = gate  # which of its frames the detector sees (None: every frame)
         self._said: set[str] = set()  # decoder fallbacks said once per camera, not per connection
         self.stop_event = threading.Event()  # this camera only (removed while the others go on)
         self._wait = functools.partial(wait_unless, control.stop, self.stop_event)  # sleeps, waking when stopped
@@ -113,7 +115,8 @@ class VideoSource:
     # -- the thread ---------------------------------------------------------------------
     def _run(self) -> None:
         eos = EndOfStream(self.camera, "eof")
-        self.framing = Framing(self.analysed, self.preprocess, self.metrics, self.resume, self._wait)
+        self.framing = Framing(self.analysed, self.preprocess, self.metrics, self.resume, self._wait, self.gate,
+                               lambda: self.control.stop.is_set() or self.stop_event.is_set())
         self.feed.start(self.framing.timeline.started)
         try:
             if self.config.network:

@@ -1,7 +1,10 @@
 """What becomes of each decoded picture of a camera, in the camera's own thread: its number
 and its time on the camera's timeline (`Timeline`), the gate's verdict (`FrameGate`), a
-paced file's wait until the frame is due, and then the frame the graph gets: its decoded
-picture and its model input, letterboxed here.
+paced file's wait until the frame is due, whether the detector sees it (`DetectGate`:
+the detection rate and motion, on the decoded picture) and then the frame the graph
+gets: for the detector, its model input, letterboxed here (from the decoded planes where
+nothing needs the BGR picture; regions are cut from the BGR picture); a frame
+the detector does not see is handed on as decoded (converted only if a stage asks).
 
 Preprocessing runs here rather than in a shared stage: it parallelises across cameras for
 free, and the frame then lands in the camera's own lane of the detector's batcher, where
@@ -16,11 +19,13 @@ from typing import Callable, Protocol
 import av
 
 from pipeline.config import SourceConfig
+from pipeline.config.stages import DetectRate
 from pipeline.errors import one_line
-from pipeline.frames import Frame, Resume
+from pipeline.frames import DetectPlan, Frame, Resume
 from pipeline.metrics.registry import Metrics
 from pipeline.preprocess import Preprocessor
 from pipeline.sources.connection import TapLink
+from pipeline.sources.detect_gate import DetectGate
 from pipeline.sources.gate import FrameGate
 from pipeline.sources.timeline import Timeline
 
@@ -40,7 +45,8 @@ class Framing:
     starts: a paced file's first frame is due then."""
 
     def __init__(self, config: SourceConfig, preprocess: Preprocessor, metrics: Metrics, resume: Resume,
-                 wait: Callable[[float], None]):
+                 wait: Callable[[float], None], gate: DetectGate | None = None,
+                 stopping: Callable[[], bool] = lambda: False):
         self.config = config
         self.camera = config.id
         self.preprocess = preprocess
@@ -48,6 +54,9 @@ class Framing:
         self.resume = resume  # frames of its file processed elsewhere; where its numbering and timeline continue
         self.wait = wait  # sleeps, waking when the camera is stopped
         self.gate = FrameGate(config.stride, config.max_fps)
+        self.detect = gate or DetectGate(DetectRate(), config.motion)
+        self.stopping = stopping  # the camera is stopped: a wait for its tracker ends
+        self._motion_failed = False
         self.timeline = Timeline(config.id, config.network, config.loop, phase_s=config.phase_s)
         self.paced = config.realtime or (bool(config.live) and not config.network)
         self.next_due: float | None = None  # paced: when the next frame is about due
@@ -65,7 +74,8 @@ class Framing:
         if self._time_offset is None:  # a resumed live camera (or returning id) continues its timeline
             self._time_offset = round(self.resume.time_s / tb) - pts if self.resume.time_s else 0
         pts += self._time_offset
-        reason = self.gate.reject(seq, float(pts * tb))  # also for skipped frames: the same frames are kept
+        t = float(pts * tb)
+        reason = self.gate.reject(seq, t)  # also for skipped frames: the same frames are kept
         if seq < self.resume.start_at:
             return None  # processed before this camera moved here
         self.metrics.frame_in(self.camera)
@@ -82,15 +92,50 @@ class Framing:
             frame.record_time = (vf.pts + link.offset) * link.seconds
         elif self.config.detect_uri:  # the main stream is recorded: matched by time (README: "Recordings")
             frame.record_time = frame.pts_seconds
+        frame.plan = self._plan(vf, t)
+        if not frame.plan.run:
+            self.detect.handed(seq, t)
+            return frame  # the detector does not see it: no model input
         try:
-            frame.tensor, frame.letterbox = self.preprocess.frame(frame)
+            self._inputs(frame)
         except Exception as e:
             self.metrics.error(self.camera)
             self.metrics.drop(self.camera, "preprocess_error")
             log.warning("camera %s frame %d: preprocess failed: %s", self.camera, seq, one_line(e))
             return None
         frame.stamp("preprocess")
+        self.detect.handed(seq, t)
         return frame
+
+    def _inputs(self, frame: Frame) -> None:
+        """The detector's input: the whole frame letterboxed, or each of its regions, cut
+        from the full-resolution picture."""
+        regions = frame.plan.regions if frame.plan is not None else None
+        if regions is None:
+            frame.tensor, frame.letterbox = self.preprocess.frame(frame)
+            return
+        frame.region_inputs = []
+        for x1, y1, x2, y2 in regions.astype(int):
+            tensor, box = self.preprocess(frame.image[y1:y2, x1:x2])
+            box.offset_x, box.offset_y = float(x1), float(y1)
+            frame.region_inputs.append((tensor, box))
+
+    def _plan(self, vf: av.VideoFrame, t: float) -> DetectPlan:
+        """Whether the detector sees the frame; it does when its motion cannot be measured
+        (counted, said once)."""
+        t0 = time.perf_counter()
+        try:
+            plan = self.detect.plan(vf, t, self.stopping)
+        except Exception as e:
+            self.metrics.error(self.camera)
+            if not self._motion_failed:
+                log.warning("camera %s: motion cannot be measured (%s): the detector sees every frame of the rate",
+                            self.camera, one_line(e))
+            self._motion_failed = True
+            return DetectPlan(True, "every")
+        if plan.motion is not None:
+            self.metrics.stage_busy("motion", time.perf_counter() - t0)
+        return plan
 
     def _due(self, pts: int, tb, now: float, rate) -> float:
         """A paced file plays a camera: its frame arrives at its due time; when we get to it

@@ -3,9 +3,11 @@
 An object's position is the bottom centre of its box (where it touches the ground).
 Each line and zone sees the object on one side (left/right of the line, seen from its
 first point towards its second; inside/outside the zone). A change of side is only
-*pending* at first: it counts once the object has stayed on the new side for
-`min_frames` frames, or moved `min_distance` pixels past the line or edge, and going
-back before that cancels it. Without this, one person standing on a line is counted
+*pending* at first: it counts once the object has been on the new side for
+`min_frames` frames (counted from its first detected position there, confirmed by a
+detection: frames the detector did not see count as time, a predicted box never
+confirms), or moved `min_distance` pixels past the line or edge, and going back before
+that cancels it. Without this, one person standing on a line is counted
 six times in two seconds (detections jitter by a few pixels). A line counts `in` for a
 move from its left to its right and `out` the other way, and only when the step that
 changed sides went through the segment itself, not past its ends.
@@ -35,7 +37,7 @@ class Side:
 
     side: bool                      # right of the line / inside the zone
     pending: bool | None = None     # the side it moved to, not yet confirmed
-    frames: int = 0                 # frames seen on the pending side
+    since: int = 0                  # the camera's update it was first seen on the pending side
     through: bool = False           # lines: the step to the pending side crossed the segment
 
 
@@ -53,8 +55,11 @@ class Geometry:
     def locate(self, p: np.ndarray) -> tuple[bool, float]:
         raise NotImplementedError
 
-    def step(self, track: int, p: np.ndarray, prev: np.ndarray | None) -> bool | None:
-        """Feed one position; returns the newly confirmed side when a change counts."""
+    def step(self, track: int, p: np.ndarray, prev: np.ndarray | None, now: int) -> bool | None:
+        """Feed one detected position, on the camera's update `now`; returns the newly
+        confirmed side when a change counts: the object was first seen on the new side
+        `min_frames` - 1 updates ago (frames between detections, predicted, count as time
+        there; only a detection confirms)."""
         side, distance = self.locate(p)
         state = self.sides.get(track)
         if state is None:
@@ -63,16 +68,15 @@ class Geometry:
             if state.side == side:
                 return None
         if side == state.side:
-            state.pending, state.frames = None, 0  # back before the change counted: cancelled
+            state.pending = None  # back before the change counted: cancelled
             return None
         if state.pending != side:
-            state.pending, state.frames = side, 0
+            state.pending, state.since = side, now
             state.through = self.through(prev, p)
-        state.frames += 1
         far = self.spec.min_distance is not None and distance >= self.spec.min_distance
-        if state.frames < self.spec.min_frames and not far:
+        if now - state.since + 1 < self.spec.min_frames and not far:
             return None
-        state.side, state.pending, state.frames = side, None, 0
+        state.side, state.pending = side, None
         return side if state.through else None
 
     def first(self, side: bool) -> Side:
@@ -113,6 +117,7 @@ class Zone(Geometry):
         super().__init__(spec)
         self.polygon = np.asarray(spec.polygon, np.float32).reshape(-1, 1, 2)
         self.inside: dict[int, str] = {}  # track -> class
+        self.stationary: set[int] = set()  # of the tracks inside, those not moving
 
     def locate(self, p: np.ndarray) -> tuple[bool, float]:
         signed = cv2.pointPolygonTest(self.polygon, (float(p[0]), float(p[1])), True)
@@ -121,9 +126,21 @@ class Zone(Geometry):
     def first(self, side: bool) -> Side:
         return Side(False)
 
+    def settle(self, track: int, stationary: bool) -> str | None:
+        """The track's state in the zone: `stationary` when one inside stops moving,
+        `moving` when it goes on (None: no change, or not inside)."""
+        if track not in self.inside or stationary == (track in self.stationary):
+            return None
+        if stationary:
+            self.stationary.add(track)
+            return "stationary"
+        self.stationary.discard(track)
+        return "moving"
+
     def forget(self, track: int) -> None:
         super().forget(track)
         self.inside.pop(track, None)
+        self.stationary.discard(track)
 
 
 @dataclass
@@ -170,53 +187,72 @@ class AnalyticsStage(InlineStage):
             self._observe(cam, frame)
         frame.lines = [LineCount(ln.spec.name, tuple(ln.a), tuple(ln.b), ln.counts["in"], ln.counts["out"])
                        for ln in cam.lines]
-        frame.zones = [ZoneCount(z.spec.name, z.polygon, len(z.inside)) for z in cam.zones]
+        frame.zones = [ZoneCount(z.spec.name, z.polygon, len(z.inside), len(z.stationary)) for z in cam.zones]
         if frame.zones:
-            self.metrics.camera(frame.camera).occupancy = {z.name: z.inside for z in frame.zones}
+            stats = self.metrics.camera(frame.camera)
+            stats.occupancy = {z.name: z.inside for z in frame.zones}
+            stats.stationary = {z.name: z.stationary for z in frame.zones}
         return (frame,)
 
     def _observe(self, cam: CameraAnalytics, frame: Frame) -> None:
         det = frame.detections
         assert det is not None and det.track_id is not None
-        counts = self.metrics.camera(frame.camera).counts
         cam.updates += 1
+        predicted = det.predicted if det.predicted is not None else np.zeros(len(det), bool)
+        stationary = det.stationary if det.stationary is not None else np.zeros(len(det), bool)
         for i in range(len(det)):
             tid = int(det.track_id[i])
             if tid < 0:
                 continue
-            x1, _, x2, y2 = det.xyxy[i]
-            anchor = np.array([(x1 + x2) / 2, y2], np.float64)
             cls = self.names(int(det.class_id[i]))
-            prev = cam.last[tid][0] if tid in cam.last else None
-            cam.last[tid] = (anchor, cam.updates)
-            for line in cam.lines:
-                if not line.applies(cls):
-                    continue
-                side = line.step(tid, anchor, prev)
-                if side is not None:
-                    direction = "in" if side else "out"
-                    line.counts[direction] += 1
-                    counts[(line.spec.name, direction, cls)] += 1
-                    frame.events.append(self._event(frame, tid, cls, "cross", line=line.spec.name,
-                                                    direction=direction))
+            if predicted[i]:  # the tracker's guess: it moves nothing across a line or a border
+                if tid in cam.last:
+                    cam.last[tid] = (cam.last[tid][0], cam.updates)
+            else:
+                self._step(cam, frame, tid, cls, det.xyxy[i])
             for zone in cam.zones:
-                if not zone.applies(cls):
-                    continue
-                side = zone.step(tid, anchor, prev)
-                if side is None:
-                    continue
-                event = "enter" if side else "exit"
-                if side:
-                    zone.inside[tid] = cls
-                else:
-                    zone.inside.pop(tid, None)
-                counts[(zone.spec.name, event, cls)] += 1
-                frame.events.append(self._event(frame, tid, cls, event, zone=zone.spec.name))
+                change = zone.settle(tid, bool(stationary[i]))
+                if change is not None:
+                    self.metrics.camera(frame.camera).counts[(zone.spec.name, change, cls)] += 1
+                    if zone.spec.alert_stationary:
+                        frame.events.append(self._event(frame, tid, cls, change, zone=zone.spec.name))
         for tid, (_, seen) in list(cam.last.items()):
             if cam.updates - seen > self.spec.forget_after:  # the tracker has dropped it: forget it, stop counting it inside
                 del cam.last[tid]
                 for g in (*cam.lines, *cam.zones):
                     g.forget(tid)
+
+    def _step(self, cam: CameraAnalytics, frame: Frame, tid: int, cls: str, box: np.ndarray) -> None:
+        """A detected position of track `tid`: the lines it crosses and the zones it enters or leaves."""
+        counts = self.metrics.camera(frame.camera).counts
+        x1, _, x2, y2 = box
+        anchor = np.array([(x1 + x2) / 2, y2], np.float64)
+        prev = cam.last[tid][0] if tid in cam.last else None
+        cam.last[tid] = (anchor, cam.updates)
+        for line in cam.lines:
+            if not line.applies(cls):
+                continue
+            side = line.step(tid, anchor, prev, cam.updates)
+            if side is not None:
+                direction = "in" if side else "out"
+                line.counts[direction] += 1
+                counts[(line.spec.name, direction, cls)] += 1
+                frame.events.append(self._event(frame, tid, cls, "cross", line=line.spec.name,
+                                                direction=direction))
+        for zone in cam.zones:
+            if not zone.applies(cls):
+                continue
+            side = zone.step(tid, anchor, prev, cam.updates)
+            if side is None:
+                continue
+            event = "enter" if side else "exit"
+            if side:
+                zone.inside[tid] = cls
+            else:
+                zone.inside.pop(tid, None)
+                zone.stationary.discard(tid)
+            counts[(zone.spec.name, event, cls)] += 1
+            frame.events.append(self._event(frame, tid, cls, event, zone=zone.spec.name))
 
     @staticmethod
     def _event(frame: Frame, track: int, cls: str, event: str, **extra: str) -> Event:

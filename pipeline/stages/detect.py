@@ -15,14 +15,23 @@ import time
 
 from pipeline.config import DetectSpec, ModelConfig
 from pipeline.decoders.layouts import DetectionDecoder
+from pipeline.decoders.merge import merge_regions
 from pipeline.engines.batching import BatchPolicy
 from pipeline.engines.protocol import Chunks, InferenceEngine
-from pipeline.frames import Detections, EndOfStream, Frame, Item
+from pipeline.frames import Detections, EndOfStream, Frame, Item, Letterbox
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.ingress import Ingress
 from pipeline.runtime.stage import RunControl, contain
 from pipeline.stages.build import BuildContext
 from pipeline.stages.inference import InferenceStage
+
+
+def _inputs(frame: Frame) -> list[tuple[object, Letterbox]]:
+    """The detector's inputs of a frame: each region's, or the whole frame's."""
+    if frame.region_inputs:
+        return frame.region_inputs
+    assert frame.letterbox is not None
+    return [(frame.tensor, frame.letterbox)]
 
 
 class DetectStage(InferenceStage):
@@ -52,57 +61,82 @@ class DetectStage(InferenceStage):
         return n
 
     def feed_loop(self) -> None:
-        """Work-conserving batching: wait for room in the engine first, then take what is
-        waiting. A frame never waits while a worker is idle; frames are held back for a
-        fuller batch only while every worker is busy anyway, and only up to the engine's
-        target batch (where batching really saves cost per item: on a GPU, not on a CPU)."""
+        """Work-conserving batching: frames for the detector are taken only when the engine
+        has room for a batch, then what is waiting. A frame never waits while a worker is
+        idle; frames are held back for a fuller batch only while every worker is busy
+        anyway, and only up to the engine's target batch (where batching really saves cost
+        per item: on a GPU, not on a CPU). Frames the detector does not see (and ends of
+        stream) need no room: they pass at once, in their camera's order."""
+        ready = lambda: self.engine.wait_ready(timeout=0)  # noqa: E731
+        free = lambda item: not isinstance(item, Frame) or not item.runs_detector  # noqa: E731
         while not self.control.abort.is_set():
-            if not self.engine.wait_ready(timeout=0.2):
-                continue
             items = self.ingress.collect(self.policy.target, self.policy.max_wait_s,
-                                         hold=lambda: not self.engine.has_idle_worker())
+                                         hold=lambda: not self.engine.has_idle_worker(), ready=ready, free=free)
             frames: list[Frame] = []
             for item in items:
                 item.order = self._next_order(item.camera)
-                if isinstance(item, Frame):
+                if isinstance(item, Frame) and item.runs_detector:
                     item.stamp(f"{self.name}.batched")
                     frames.append(item)
             if frames:
-                self.submit([f.tensor for f in frames], frames)
+                for f in frames:
+                    self.metrics.detector(f.camera, True)
+                self.submit([t for f in frames for t, _ in _inputs(f)], frames)
             for item in items:
                 if isinstance(item, EndOfStream):
                     self.ingress.remove_camera(item.camera)
                     self._orders.pop(item.camera, None)
                     self.pass_through(item)
+                elif not item.runs_detector:
+                    self.metrics.detector(item.camera, False, item.plan.reason if item.plan else "")
+                    item.stamp(self.name)
+                    self.pass_through(item)
+
+    def credit_back(self) -> None:
+        self.ingress.wake()  # frames for the detector may be taken again
 
     def complete(self, frames: list[Frame], result: Chunks | BaseException) -> list[Frame]:
         t0 = time.perf_counter()
         if isinstance(result, BaseException):
             for f in frames:
-                contain(self.metrics, self.name, f, result)
-                f.detections = Detections.empty(self.decoder.names)
+                self._failed(f, result)
         else:
-            i = 0
+            decoded: list = []
             for n, outputs in result:
                 try:
-                    decoded: list = self.decoder.decode(outputs, n)
+                    decoded += self.decoder.decode(outputs, n)
                 except Exception as e:
-                    decoded = [e] * n
-                for det in decoded:
-                    f = frames[i]
-                    i += 1
-                    if isinstance(det, Exception):
-                        contain(self.metrics, self.name, f, det)
-                        f.detections = Detections.empty(self.decoder.names)
-                        continue
-                    assert f.letterbox is not None
-                    det.xyxy = f.letterbox.to_frame(det.xyxy)
-                    f.detections = det
+                    decoded += [e] * n
+            i = 0
+            for f in frames:
+                inputs = _inputs(f)
+                self._finish(f, decoded[i:i + len(inputs)], [box for _, box in inputs])
+                i += len(inputs)
         for f in frames:
-            f.tensor = None  # the model input is no longer needed; free it early
+            f.tensor = f.region_inputs = None  # the model input is no longer needed; free it early
             f.stamp(self.name)
         self.metrics.stage_busy(self.name, time.perf_counter() - t0, len(frames))
         return frames
+
+    def _failed(self, frame: Frame, error: BaseException) -> None:
+        contain(self.metrics, self.name, frame, error)
+        frame.detections = Detections.empty(self.decoder.names)
+
+    def _finish(self, frame: Frame, decoded: list, boxes: list[Letterbox]) -> None:
+        """The frame's detections from those of its inputs (the whole frame, or each region),
+        in frame pixels."""
+        error = next((d for d in decoded if isinstance(d, Exception)), None)
+        if error is not None:
+            self._failed(frame, error)
+            return
+        for det, box in zip(decoded, boxes):
+            det.xyxy = box.to_frame(det.xyxy)
+        if frame.region_inputs:
+            assert frame.plan is not None and frame.plan.regions is not None
+            frame.detections = merge_regions(decoded, frame.plan.regions, frame.size, self.model.nms_iou)
+        else:
+            frame.detections = decoded[0]
+        frame.detected = True
 
     def stop(self) -> None:
         self.ingress.close()

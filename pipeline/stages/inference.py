@@ -88,6 +88,9 @@ class InferenceStage:
         """Turn one batch result (or its error) into the frames it finished."""
         raise NotImplementedError
 
+    def credit_back(self) -> None:
+        """An in-flight credit was given back (a feeder that waits for one elsewhere is told)."""
+
     def submit(self, inputs: list, context: object) -> None:
         try:
             self.engine.submit(inputs, self._on_done, context)
@@ -116,6 +119,7 @@ class InferenceStage:
                     ready = [msg.item]
                 elif isinstance(msg, BatchDone):
                     self.engine.consumed()
+                    self.credit_back()
                     ready = self.complete(msg.context, msg.result)
                 else:
                     ready = self.complete(msg.context, msg.error)

@@ -1,6 +1,7 @@
 """One connection to the live view: its requests, routed to the page, the API, the
-metrics, a camera's stills or its MJPEG stream, the events and their evidence files, the
-recordings and their boxes, and (with `outputs.web.control`) cameras added and removed.
+metrics, a camera's stills or its MJPEG stream, its motion for the tuning view, the
+events and their evidence files, the recordings and their boxes, and (with
+`outputs.web.control`) cameras added and removed.
 
 A client that goes away mid-reply ends its connection with one debug line; an idle
 connection is closed after the server's idle timeout (the socket timeout, which also
@@ -18,7 +19,7 @@ from prometheus_client import generate_latest
 from pipeline.errors import one_line
 from pipeline.redact import redact_data
 from pipeline.sinks.preview import Picture
-from pipeline.web import camera_api, evidence, recordings
+from pipeline.web import camera_api, evidence, recordings, tuning
 from pipeline.web.admission import AdmittedHandler
 from pipeline.web.auth import is_token, set_cookie
 
@@ -83,6 +84,8 @@ class Handler(AdmittedHandler):
             self.page(token)
         elif path == "/api/cameras":
             self.send(200, json.dumps(redact_data(self.app.api_snapshot())).encode(), "application/json")
+        elif path.startswith("/api/motion/"):
+            tuning.serve(self, urllib.parse.unquote(path[len("/api/motion/"):]))
         elif path == "/api/events":
             self.recent_events(_int(query.get("limit"), 50), _int(query.get("after"), 0))
         elif path.startswith("/evidence/"):

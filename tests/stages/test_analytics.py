@@ -223,3 +223,68 @@ def test_lines_and_zones_are_drawn_from_the_frame():
     img = np.zeros((64, 64, 3), np.uint8)
     draw_analytics(img, f)
     assert img[30, 5].any() and img[10, 30].any()
+
+
+def tracked(seq: int, track: int, x: float, y: float = 100, predicted: bool = False,
+            stationary: bool = False) -> Frame:
+    f = frame(seq, [(track, 0, [x - 10, y - 50, x + 10, y])])
+    f.detections.predicted, f.detections.stationary = np.array([predicted]), np.array([stationary])
+    return f
+
+
+def test_a_predicted_box_never_confirms_a_crossing_the_next_detection_does_at_its_real_place():
+    s = stage({"lines": [VERTICAL]})
+    events = []
+    path = [(40, False), (70, False), (130, True), (160, True), (190, True), (200, True)]  # predicted across
+    for seq, (x, predicted) in enumerate(path):
+        f = tracked(seq, 3, x, predicted=predicted)
+        s.process(f)
+        events += f.events
+    assert events == []
+    for seq, x in enumerate([150, 170, 190], start=len(path)):  # detected on the far side: counts there
+        f = tracked(seq, 3, x)
+        s.process(f)
+        events += [(e.event, e.direction, e.seq) for e in f.events]
+    assert events == [("cross", "out", 8)]
+
+
+LOT = {"name": "lot", "polygon": [[0, 0], [300, 0], [300, 300], [0, 300]]}
+
+
+def test_a_parked_object_is_one_enter_then_one_stationary_state_and_moving_when_it_goes_on():
+    s = stage({"zones": [LOT]})
+    events = []
+    rows = [(350, False, False), (250, False, False), (200, False, False), (150, False, False)]  # drives in
+    rows += [(150, True, True)] * 200 + [(150, False, False), (120, False, False)]  # parks (kept), then leaves
+    for seq, (x, predicted, still) in enumerate(rows):
+        f = tracked(seq, 5, x, predicted=predicted, stationary=still)
+        s.process(f)
+        events += [e.event for e in f.events]
+        if seq == 100:
+            assert [(z.inside, z.stationary) for z in f.zones] == [(1, 1)]
+            assert s.metrics.camera("cam").stationary == {"lot": 1}
+    assert events == ["enter", "stationary", "moving"]
+    assert s.metrics.camera("cam").counts[("lot", "stationary", "person")] == 1
+
+
+def test_a_zone_that_does_not_alert_on_stationary_objects_still_counts_them():
+    s = stage({"zones": [{**LOT, "alert_stationary": False}]})
+    events = []
+    for seq, still in enumerate([False, False, False, True, True]):
+        f = tracked(seq, 5, 150, stationary=still)
+        s.process(f)
+        events += [e.event for e in f.events]
+    assert events == ["enter"] and s.metrics.camera("cam").stationary == {"lot": 1}
+
+
+def test_frames_the_detector_did_not_see_count_as_time_on_the_new_side():
+    """Detected every fifth frame (the others predicted): the crossing counts at the first
+    detection at least `min_frames` frames after the first one on the far side."""
+    s = stage({"lines": [VERTICAL]})
+    events = []
+    for seq in range(25):
+        x = 40 + 8 * seq
+        f = tracked(seq, 4, x, predicted=seq % 5 != 0)
+        s.process(f)
+        events += [(e.event, e.direction, e.seq) for e in f.events]
+    assert events == [("cross", "out", 15)]  # first seen past x 100 at frame 10, confirmed 5 frames later

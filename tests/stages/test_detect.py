@@ -8,7 +8,7 @@ import numpy as np
 from fake_engine import FakeEngine
 from pipeline.config import BatchingConfig, ModelConfig
 from pipeline.engines.batching import BatchPolicy
-from pipeline.frames import EndOfStream, Frame
+from pipeline.frames import DetectPlan, EndOfStream, Frame
 from pipeline.metrics.registry import Metrics
 from pipeline.preprocess import Preprocessor
 from pipeline.runtime.ingress import Ingress
@@ -115,3 +115,72 @@ def test_at_light_load_a_frame_reaching_an_idle_engine_is_submitted_at_once():
     assert engine.batches == [1] * 6
     waits = [s - p for s, p in zip(engine.submitted_at, put_at)]
     assert max(waits) < 0.45, waits  # not held for the 0.5 s max_wait
+
+
+def test_frames_the_detector_does_not_see_pass_at_once_in_their_cameras_order_and_are_counted():
+    """Camera a's frame holds the only credit for a second; camera b's frames for no
+    detector, and a's own after its frame, need none: b's leave at once, a's wait for
+    their camera's order; every frame says whether the detector saw it."""
+    model = e2e_model(max_batch=1, max_wait_ms=1)
+    engine = FakeEngine(echo_boxes, (3, SIZE, SIZE), max_inflight=1, workers=1, delay=1.0)
+    stage = detect_stage(model, engine)
+    pre = Preprocessor(model)
+    out: list = []
+    left_at: dict = {}
+
+    def emit(item):
+        out.append(item)
+        left_at[(item.camera, getattr(item, "seq", "end"))] = time.perf_counter()
+
+    stage.emit = emit
+    for cam in ("a", "b"):
+        stage.ingress.add_camera(cam, 8, "block")
+    stage.start()
+    t0 = time.perf_counter()
+    stage.accept(frame("a", 0, pre))
+    for i in range(1, 4):
+        f = frame("a", i, pre)
+        f.plan, f.tensor = DetectPlan(False, "rate"), None
+        stage.accept(f)
+    for i in range(4):
+        f = frame("b", i, pre)
+        f.plan, f.tensor = DetectPlan(False, "still" if i % 2 else "rate"), None
+        stage.accept(f)
+    stage.accept(EndOfStream("a"))
+    stage.accept(EndOfStream("b"))
+    deadline = time.monotonic() + 10
+    while sum(isinstance(x, EndOfStream) for x in out) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stage.control.abort.set()
+    stage.close()
+    assert engine.batches == [1]
+    assert max(left_at[("b", i)] for i in range(4)) - t0 < 0.5  # not behind a's detection
+    mine = [x for x in out if isinstance(x, Frame) and x.camera == "a"]
+    assert [f.seq for f in mine] == [0, 1, 2, 3] and left_at[("a", 1)] - t0 >= 0.9
+    assert [f.detected for f in mine] == [True, False, False, False]
+    assert all(f.detections is None for f in mine[1:])
+    counts = {cam: stage.metrics.camera(cam).detector for cam in ("a", "b")}
+    assert (counts["a"].runs, counts["a"].predicted, counts["a"].gated) == (1, 3, 0)
+    assert (counts["b"].runs, counts["b"].predicted, counts["b"].gated) == (0, 4, 2)
+
+
+def test_a_frame_seen_in_regions_is_one_batch_of_its_regions_mapped_back_by_each_regions_place():
+    model = e2e_model(max_batch=4, max_wait_ms=1)
+    engine = FakeEngine(echo_boxes, (3, SIZE, SIZE), max_inflight=2, workers=1)
+    stage = detect_stage(model, engine)
+    pre = Preprocessor(model)
+    image = np.zeros((64, 64, 3), np.uint8)
+    image[:8, :8], image[40:48, 40:48] = 64, 128
+    f = Frame("a", 0, 0, None, image, time.perf_counter())
+    regions = np.array([[0, 0, 8, 8], [40, 40, 48, 48]], np.float32)
+    f.plan = DetectPlan(True, "motion", regions=regions)
+    f.region_inputs = []
+    for x1, y1, x2, y2 in regions.astype(int):
+        tensor, box = pre(image[y1:y2, x1:x2])
+        box.offset_x, box.offset_y = float(x1), float(y1)
+        f.region_inputs.append((tensor, box))
+    out = run_stage(stage, [f, EndOfStream("a")], ["a"])
+    assert engine.batches == [2]  # both regions in one batch
+    det = out[0].detections
+    assert out[0].detected and out[0].region_inputs is None
+    assert sorted(det.xyxy.tolist()) == [[2.0, 0.0, 8.0, 8.0], [44.0, 40.0, 48.0, 48.0]]

@@ -1,0 +1,116 @@
+"""Which of a camera's frames the detector sees (`detect.fps`, `motion`, `refresh_s`),
+decided in the camera's thread, frame by frame, from the frame's time on the camera's
+timeline, the frame's own motion and the camera's tracks at a fixed lag: the same file
+gives the same detector runs on a fast machine and on a loaded one. The frames it leaves
+out still go through the whole graph; the tracker predicts on them.
+
+The detection rate takes the first frame in each slot of `1 / fps` seconds of the
+camera's timeline (a 15 fps camera at `fps: 5` gives every third frame; a 25 fps one at
+`fps: 4` alternates 6 and 7 frames, 4 a second; a camera that moved to another host
+keeps the same slots). With `motion`, a frame of the rate goes to the detector only when
+its picture shows motion, a track still moves (the tracker's view `LAG_S` ago,
+`runtime.track_feedback`), or `refresh_s` has passed since the detector last ran on the
+camera (the first frame always goes); so on a still scene the detector runs once per
+`refresh_s`. Motion is measured only on the frames of the rate: what moves between two
+of them shows in the second. With `regions`, a run for motion looks only at square crops
+around it and the moving tracks where that is cheaper (`sources.regions`).
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Callable
+
+import av
+import numpy as np
+
+from pipeline.config import MotionConfig
+from pipeline.config.stages import DetectRate
+from pipeline.frames import DetectPlan
+from pipeline.runtime.track_feedback import LAG_S, TrackFeedback, TrackView
+from pipeline.sources.motion_detector import MotionDetector
+from pipeline.sources.regions import plan_regions
+
+_EPS = 1e-6  # timestamps in a time base are not exact in binary
+
+
+class DetectGate:
+    """`least`: a region's smallest side (the model's input); `budget`: the regions one run
+    may take (the cost rule, `sources.regions`); `feedback`: the camera's tracks, at a
+    fixed lag (None: no tracker)."""
+
+    def __init__(self, rate: DetectRate, motion: MotionConfig, least: int = 0, budget: int = 1,
+                 feedback: TrackFeedback | None = None):
+        self.rate = rate
+        self.motion = MotionDetector(motion) if rate.motion else None
+        self.least, self.budget = least, budget
+        self.feedback = feedback if rate.motion else None
+        self._handed: deque[tuple[int, float]] = deque()  # (seq, time) of frames handed on, newest last
+        self._slot: int | None = None  # the slot of the rate's last frame
+        self._last_run: float | None = None
+
+    def handed(self, seq: int, t: float) -> None:
+        """Frame `seq` (at `t`) went on to the graph: its tracker will publish on it."""
+        if self.feedback is not None:
+            self._handed.append((seq, t))
+
+    def _due(self, t: float) -> bool:
+        """Whether the frame at `t` is the first of its slot of the detection rate."""
+        if self.rate.fps is None:
+            return True
+        slot = math.floor(t * self.rate.fps + _EPS)
+        if self._slot is not None and slot <= self._slot:
+            return False
+        self._slot = slot
+        return True
+
+    def _tracks(self, t: float, stopping: Callable[[], bool]) -> TrackView | None:
+        """The tracks after the update on the newest frame handed on `LAG_S` before `t`."""
+        if self.feedback is None:
+            return None
+        target = None
+        while self._handed and self._handed[0][1] <= t - LAG_S + _EPS:
+            target = self._handed.popleft()
+        if target is None:
+            return None
+        self._handed.appendleft(target)  # a later frame may have to take the same update
+        return self.feedback.view(target[0], stopping)
+
+    def plan(self, picture: av.VideoFrame, t: float, stopping: Callable[[], bool] = lambda: False) -> DetectPlan:
+        """Whether the detector runs on `picture`, shown at `t` seconds of the camera's time."""
+        if not self._due(t):
+            return DetectPlan(False, "rate")
+        if self.motion is None:
+            return DetectPlan(True, "every")
+        motion = self.motion(picture, t)
+        tracks = self._tracks(t, stopping)
+        moving = tracks.moving_at(t) if tracks is not None else np.zeros((0, 4), np.float32)
+        if self._last_run is None:
+            reason = "first"
+        elif motion.moving:
+            reason = "motion"
+        elif len(moving):
+            reason = "tracks"
+        elif t - self._last_run >= self.rate.refresh_s - _EPS:
+            reason = "refresh"
+        else:
+            return DetectPlan(False, "still", motion)
+        self._last_run = t
+        regions = None
+        if reason in ("motion", "tracks") and self.rate.regions:  # a first run and a refresh look at everything
+            regions = plan_regions(_to_cover(motion.boxes, moving, tracks), (picture.width, picture.height),
+                                   self.least, self.budget)
+        return DetectPlan(True, reason, motion, regions)
+
+
+def _to_cover(motion: np.ndarray, moving: np.ndarray, tracks: TrackView | None) -> np.ndarray:
+    """What a run's regions must hold: the motion, the moving tracks where they are now,
+    and whole every other track the motion touches (a still object motion reaches is
+    looked at again, and never cut by a region's border)."""
+    parts = [motion, moving]
+    if tracks is not None and len(motion):
+        still = tracks.boxes[~tracks.moving]
+        touch = ((still[:, None, 0] < motion[None, :, 2]) & (still[:, None, 2] > motion[None, :, 0])
+                 & (still[:, None, 1] < motion[None, :, 3]) & (still[:, None, 3] > motion[None, :, 1])).any(axis=1)
+        parts.append(still[touch])
+    return np.concatenate(parts).astype(np.float32)

@@ -1,0 +1,34 @@
+"""What gated and every-frame runs must agree on, as the gating benchmark judges it:
+counts within 5% or 1, and every track longer than a second found."""
+from pipeline.bench.gating import count_rows, found
+from pipeline.metrics.snapshot import CameraSnapshot, Snapshot
+
+
+def snap(**per_line) -> Snapshot:
+    return Snapshot(cameras={"cam": CameraSnapshot(counts={"door": {"in": per_line}})})
+
+
+def test_counts_agree_within_five_percent_or_one():
+    rows = {k[3]: (a, b, ok) for k, a, b, ok in count_rows(snap(person=100, car=2, bus=0), snap(person=96, car=1,
+                                                                                                 truck=2))}
+    assert rows == {"person": (100, 96, True), "car": (2, 1, True), "bus": (0, 0, True), "truck": (0, 2, False)}
+    assert not count_rows(snap(person=100), snap(person=94))[0][3]
+
+
+def rows(tracks: dict[int, list[tuple[int, list]]], frames: int, rate: float = 10.0) -> list[dict]:
+    """JSON lines rows: track id -> [(seq, box)]."""
+    out = [{"camera": "cam", "seq": s, "time": s / rate, "detections": []} for s in range(frames)]
+    for tid, path in tracks.items():
+        for seq, box in path:
+            out[seq]["detections"].append({"class": "person", "box": box, "track": tid})
+    return out
+
+
+def test_a_track_over_a_second_counts_as_found_where_the_gated_run_has_its_box_on_half_its_frames():
+    walk = [(s, [10 + s, 10, 40 + s, 90]) for s in range(30)]     # 2.9 s
+    blip = [(s, [200, 10, 230, 90]) for s in range(5)]             # 0.4 s: too short to count
+    every = rows({1: walk, 2: blip}, 30)
+    half = rows({7: [(s, [12 + s, 12, 42 + s, 92]) for s in range(0, 30, 2)]}, 30)  # every other frame, its own id
+    assert found(every, half) == (1, 1, [])
+    gone = rows({7: [(s, b) for s, b in walk[:10]]}, 30)
+    assert found(every, gone) == (0, 1, [("cam", 1)])
