@@ -70,6 +70,23 @@ class Detections:
     def __len__(self) -> int:
         return int(self.xyxy.shape[0])
 
+    def extended(self, other: "Detections") -> "Detections":
+        """These rows, then `other`'s (say, the boxes a tracker kept beside a run's own);
+        a per-row column only one of them has is filled in for the other's rows (no track,
+        detected, not stationary). Classifier attributes come later: neither has any."""
+        assert not self.attributes and not other.attributes
+
+        def column(a: np.ndarray | None, b: np.ndarray | None, fill: object) -> np.ndarray | None:
+            if a is None and b is None:
+                return None
+            a = np.full(len(self), fill) if a is None else a
+            return np.concatenate([a, np.full(len(other), fill) if b is None else b])
+        return Detections(np.concatenate([self.xyxy, other.xyxy]).astype(np.float32),
+                          np.concatenate([self.score, other.score]).astype(np.float32),
+                          np.concatenate([self.class_id, other.class_id]).astype(np.int64), self.names,
+                          column(self.track_id, other.track_id, -1), {},
+                          column(self.predicted, other.predicted, False), column(self.stationary, other.stationary, False))
+
     def attribute(self, stage: str, names: ClassNames) -> Attribute:
         """The attribute column a classifier stage fills, created unset on first use."""
         attr = self.attributes.get(stage)
@@ -269,15 +286,6 @@ class Frame:
     picture: Any = field(default=None, repr=False)  # the decoded av.VideoFrame, until converted
     record_time: float | None = None  # its time on the camera's recording's timeline (None: not recorded)
     view: View | None = None
-
-    @property
-    def size(self) -> tuple[int, int]:
-        """Its width and height, without converting it."""
-        if not self.converted and self.picture is not None:  # type: ignore[attr-defined]
-            return self.picture.width, self.picture.height
-        h, w = self.image.shape[:2]
-        return w, h
-
     plan: DetectPlan | None = None  # whether the detector runs on it (None: it does)
     detected: bool = False  # the detector ran on it: its detections are its own, not predicted
 

@@ -21,7 +21,7 @@ import time
 
 import cv2
 
-from pipeline.config import Config, ConfigError, SourceConfig, cameras_problem, entry_stage
+from pipeline.config import Config, ConfigError, SourceConfig, TrackSpec, cameras_problem, entry_stage
 from pipeline.engines.engine_registry import EngineRegistry
 from pipeline.engines.model_check import OpenModel, open_models
 from pipeline.engines.plan import ThreadPlan, plan_threads
@@ -34,6 +34,7 @@ from pipeline.preprocess import Preprocessor
 from pipeline.runtime.ingress import Ingress
 from pipeline.runtime.stage import RunControl, Stage
 from pipeline.runtime.threads import Capacity
+from pipeline.runtime.track_feedback import TrackFeedbacks
 from pipeline.side_outputs import SideOutputs
 from pipeline.sinks.sink import SinkStage
 from pipeline.sinks.views import converts_every_frame
@@ -45,21 +46,20 @@ from pipeline.stages.build import BuildContext
 log = logging.getLogger("pipeline.graph")
 
 
-def detect_gate(config: Config, engines: EngineRegistry, s: SourceConfig) -> DetectGate:
-    """Which of the camera's frames its detector sees."""
+def detect_gate(config: Config, engines: EngineRegistry, s: SourceConfig, feedbacks: TrackFeedbacks) -> DetectGate:
+    """Which of the camera's frames its detector sees; a file camera's gate waits for the
+    tracks it reads (the same decisions however far the graph got), a live one's never."""
     entry = entry_stage(config.graph)
     assert entry is not None
     return DetectGate(entry.rate(s.id), s.motion, max(config.models[entry.model].input_size),
-                      engines.regions_per_run(entry.model))
+                      engines.regions_per_run(entry.model), feedbacks.open(s.id, wait=not s.live))
 
 
 class Pipeline:
     def __init__(self, config: Config, max_frames: int | None = None, timeline: bool = False,
                  models: dict[str, OpenModel] | None = None):
         self.config = config
-        self.metrics = Metrics(timeline)
-        self.control = RunControl()
-        self.max_frames = max_frames
+        self.metrics, self.control, self.max_frames = Metrics(timeline), RunControl(), max_frames
         self.sources: list[VideoSource] = []
         self._adding = threading.Lock()  # cameras added while running: one at a time
         self.stages: list[Stage] = []
@@ -89,7 +89,8 @@ class Pipeline:
                                on_drop=lambda item, why: self.metrics.drop(item.camera, why))
         self.metrics.queues[self.ingress.name] = self.ingress
         self.side = SideOutputs(self)
-        ctx = BuildContext(cfg, self.metrics, self.control, self.engines, self.ingress, self.side.views)
+        self.feedbacks = TrackFeedbacks(any(isinstance(spec, TrackSpec) for spec in cfg.graph))
+        ctx = BuildContext(cfg, self.metrics, self.control, self.engines, self.ingress, self.side.views, self.feedbacks)
         self.stages = [STAGES[type(spec)].from_spec(spec, ctx) for spec in cfg.graph]
         self.sink = SinkStage(cfg.outputs, self.metrics, self.control, Capacity(self.plan.cores),
                               cfg.runtime.queue_size, self.side.evidence, self.side.preview, self.side.index,
@@ -107,7 +108,7 @@ class Pipeline:
         self.plan.add_camera(s.thread_count)
         preprocess = Preprocessor(self.config.detector, from_picture=not converts_every_frame(self.config))
         source = VideoSource(s, preprocess, port, self.metrics, self.control, self.max_frames, resume,
-                             self.sink.files.recordings.get(s.id), detect_gate(self.config, self.engines, s))
+                             self.sink.files.recordings.get(s.id), detect_gate(self.config, self.engines, s, self.feedbacks))
         self.sources.append(source)
         return source
 

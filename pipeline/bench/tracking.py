@@ -35,7 +35,7 @@ METRICS = ("mota", "idf1", "num_switches", "num_false_positives", "num_misses")
 
 
 def ours(spec: TrackSpec | None = None) -> Start:
-    from pipeline.stages.track import ByteTracker
+    from pipeline.stages.bytetrack import ByteTracker
 
     def start(size: Size) -> Tracker:
         tracker = ByteTracker(spec or TrackSpec(), size)

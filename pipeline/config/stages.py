@@ -160,8 +160,13 @@ class TrackSpec(StageSpec):
     confirm_score: float = option(1.5, check=non_negative,
                                   doc="a tentative track is confirmed on a later match once its detections' scores "
                                       "add up to this")
-    max_age: int = option(30, check=positive, doc="updates (the frames the camera passes on: with `stride` N, every "
-                                                  "Nth) a lost track is kept for re-identification")
+    max_age: int = option(30, check=positive, doc="updates a lost track is kept for re-identification: detector runs "
+                                                  "that looked at it (frames the detector does not see, with `stride`, "
+                                                  "`detect.fps` or `motion`, age no track)")
+    stationary_s: float = option(10.0, check=positive,
+                                 doc="seconds of the camera's time an object's box stays where it stopped before it "
+                                     "is stationary: kept without re-detection until a run looks at it (motion "
+                                     "touching it, `detect.refresh_s`), counted apart by zones")
     class_aware: bool = option(True, doc="match only detections of the track's class")
 
 
@@ -240,7 +245,7 @@ class AnalyticsSpec(StageSpec):
     about: ClassVar[str] = "line crossings (in/out per class) and zones (enter/exit, inside)"
 
     cameras: dict[str, CameraAnalyticsSpec] = option(factory=dict, doc="per camera id: its lines and zones")
-    forget_after: int = internal(30)  # the tracker's max_age, in updates: a track unseen longer is gone
+    forget_after: int = internal(30)  # the tracker's max_age, in detector runs: a track unseen longer is gone
 
     def check(self, ctx: GraphContext, r: Reader) -> None:
         _needs_tracker(r, ctx, self.path)

@@ -147,16 +147,18 @@ class Zone(Geometry):
 class CameraAnalytics:
     """One camera's lines and zones, and where each track was last seen.
 
-    Time is counted in tracker updates (the frames of this camera that reached the
-    tracker), the unit of the tracker's `max_age`: with `stride` or `max_fps` a camera's
-    `seq` advances by several frames per update, and a window in frames would forget a
-    track the tracker still holds, which then re-enters its zone without an exit.
+    Time on a side (`min_frames`) is counted in `updates`, the frames of this camera that
+    reached the tracker (with `stride` or `max_fps` its `seq` advances by several a frame).
+    A track is forgotten in the tracker's own unit, `runs` (frames the detector ran on: the
+    unit of its `max_age`): a window in any other unit would forget a track the tracker
+    still holds, which then re-enters its zone without an exit.
     """
 
     lines: list[Line]
     zones: list[Zone]
     updates: int = 0
-    last: dict[int, tuple[np.ndarray, int]] = field(default_factory=dict)  # track -> (anchor, update seen)
+    runs: int = 0
+    last: dict[int, tuple[np.ndarray, int]] = field(default_factory=dict)  # track -> (anchor, run seen on)
 
 
 class AnalyticsStage(InlineStage):
@@ -198,6 +200,7 @@ class AnalyticsStage(InlineStage):
         det = frame.detections
         assert det is not None and det.track_id is not None
         cam.updates += 1
+        cam.runs += frame.detected
         predicted = det.predicted if det.predicted is not None else np.zeros(len(det), bool)
         stationary = det.stationary if det.stationary is not None else np.zeros(len(det), bool)
         for i in range(len(det)):
@@ -207,7 +210,7 @@ class AnalyticsStage(InlineStage):
             cls = self.names(int(det.class_id[i]))
             if predicted[i]:  # the tracker's guess: it moves nothing across a line or a border
                 if tid in cam.last:
-                    cam.last[tid] = (cam.last[tid][0], cam.updates)
+                    cam.last[tid] = (cam.last[tid][0], cam.runs)
             else:
                 self._step(cam, frame, tid, cls, det.xyxy[i])
             for zone in cam.zones:
@@ -217,7 +220,7 @@ class AnalyticsStage(InlineStage):
                     if zone.spec.alert_stationary:
                         frame.events.append(self._event(frame, tid, cls, change, zone=zone.spec.name))
         for tid, (_, seen) in list(cam.last.items()):
-            if cam.updates - seen > self.spec.forget_after:  # the tracker has dropped it: forget it, stop counting it inside
+            if cam.runs - seen > self.spec.forget_after:  # the tracker has dropped it: forget it, stop counting it inside
                 del cam.last[tid]
                 for g in (*cam.lines, *cam.zones):
                     g.forget(tid)
@@ -228,7 +231,7 @@ class AnalyticsStage(InlineStage):
         x1, _, x2, y2 = box
         anchor = np.array([(x1 + x2) / 2, y2], np.float64)
         prev = cam.last[tid][0] if tid in cam.last else None
-        cam.last[tid] = (anchor, cam.updates)
+        cam.last[tid] = (anchor, cam.runs)
         for line in cam.lines:
             if not line.applies(cls):
                 continue

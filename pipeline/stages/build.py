@@ -13,6 +13,7 @@ from pipeline.frames import ClassNames
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.ingress import Ingress
 from pipeline.runtime.stage import RunControl
+from pipeline.runtime.track_feedback import TrackFeedbacks
 from pipeline.sinks.views import Views
 
 
@@ -34,6 +35,7 @@ class BuildContext:
     engines: Engines
     ingress: Ingress | None = None   # the cameras' lanes, which feed the first stage
     views: Views | None = None       # which frames are shown, and their pictures (the annotate stage draws on them)
+    feedbacks: TrackFeedbacks | None = None  # the cameras' tracks for their gates
 
     @property
     def queue_size(self) -> int:

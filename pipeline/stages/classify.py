@@ -112,7 +112,8 @@ class ClassifyStage(InferenceStage):
         labelled from their track's votes now, or once those are back)."""
         det = frame.detections
         if self.labels is None or det is None or det.track_id is None:
-            return [(int(r), None, 0) for r in rows]
+            fresh = rows if det is None or det.predicted is None else rows[~det.predicted[rows]]
+            return [(int(r), None, 0) for r in fresh]  # a predicted box is no new sight of its object
         chosen, labelled = self.labels.choose(frame, rows, pending)
         self._attach(labelled)
         return chosen

@@ -1,290 +1,152 @@
-"""Multi-object tracking per camera, ByteTrack-style, with what its successors found to
-matter on a noisy detector.
+"""The track stage: a tracker per camera (`stages.bytetrack`), on every frame.
 
-Why our own: the well-kept implementations (supervision, boxmot) pull in the non-headless
-OpenCV or a deep-learning framework; the algorithm itself is small, and the tracks kept
-as columns of arrays (one Kalman call for all of them) make it several times faster.
+A frame the detector ran on updates the tracker; any other frame (left out by
+`detect.fps` or the motion gate, or whose run failed) gets the tracker's confirmed tracks
+as predicted rows (`Detections.predicted`), moved on along their motion and aged by
+nothing. A run on regions (`detect.regions`) looks only at them: a confirmed track it did
+not cover is held (not matched, not aged) and shown as predicted beside the run's own rows,
+so the objects of a frame are never fewer than the tracks that stood there.
 
-Each update (a frame the camera passes on: with `stride` N, every Nth) predicts every
-track's box (`motion`), then associates, each pass an optimal assignment:
-1. confirmed tracks (tracked and lost) with the high-score detections, on IoU times the
-   detection's score (ByteTrack: a confident box wins over a doubtful one at the same
-   overlap); in the assignment a lost track's pairs weigh `_LOST_DECAY` less per update
-   unseen (its threshold stays), so of two tracks on one box the one seen just now wins;
-2. the confirmed tracks still unmatched, lost ones too, with the low-score detections,
-   on plain IoU (objects partly hidden keep their id, also after a few frames unseen);
-3. the tracks matched on the previous update and still unmatched with the high-score
-   detections left, on IoU with their last box rather than the predicted one (OC-SORT's
-   observation-centric recovery: a person who stops or turns is where they were, not
-   where their velocity says);
-4. tentative tracks with the remaining high-score detections.
-A lost track found again is corrected along the straight path from its last box to the
-new one (OC-SORT's observation-centric re-update), so the velocity it guessed while
-unseen does not linger; while lost it keeps its size (no height or aspect velocity).
-Unmatched detections from `new_track_threshold` start tentative tracks; one is confirmed
-on a later consecutive match once its detections' scores add up to `confirm_score` (on a
-camera's first frame at once), and dropped at its first miss, so a flickering false
-positive does not become a track. A track confirmed where a lost one was (its box on
-the lost one's prediction, or its first box on the lost one's last box) takes the lost
-one's id: an object hidden behind another for longer than its motion can be guessed,
-which stood still meanwhile, keeps its id once its new track has proved itself, and a
-false positive, which does not prove itself, never takes one. A track last seen at the
-picture's edge has left it: it is not taken over. A lost track is removed after
-`max_age` updates unseen. Detections keep their boxes; matched rows get the track id
-(-1 while tentative).
+An object whose detected box has stayed where it stopped (overlapping it by `STILL_IOU`)
+for `stationary_s` of the camera's time is stationary: its box stays put, its rows say so
+(zones count it apart, the gate does not run the detector for it), and it is re-detected
+only when a run covers it (motion touching it, or a refresh). After every frame the
+camera's tracks go back to its detector's gate (`runtime.track_feedback`).
 """
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
-from enum import IntEnum
-from typing import Iterable, Iterator
+from typing import Iterable
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from pipeline.config import TrackSpec
 from pipeline.decoders.nms import iou_matrix
-from pipeline.frames import EndOfStream, Frame, Item
+from pipeline.frames import ClassNames, Detections, EndOfStream, Frame, Item
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.stage import InlineStage
+from pipeline.runtime.track_feedback import TrackFeedbacks, TrackView
 from pipeline.stages import motion
 from pipeline.stages.build import BuildContext
+from pipeline.stages.bytetrack import ByteTracker, TrackState
 
-_LOST_DECAY = 0.98  # a lost track's weight in the assignment, per update unseen
-_EDGE = 0.02        # a box this close to the picture's edge (share of its width or height) touches it
-
-
-class TrackState(IntEnum):
-    TENTATIVE = 0  # seen, not yet confirmed; dropped at its first miss
-    TRACKED = 1    # matched on the last update
-    LOST = 2       # unmatched on the last `missed` updates; kept up to `max_age` to be found again
-
-
-def _column(*shape: int, dtype: type = np.float64):
-    return field(default_factory=lambda: np.zeros((0, *shape), dtype))
+STILL_IOU = 0.7  # a box overlapping where its object stopped this much has not moved
 
 
 @dataclass
-class Tracks:
-    """One camera's tracks as columns, one row per track."""
+class Stillness:
+    """Since when each track has stood still: where its detected box stopped (`anchor`)
+    and when (seconds of the camera's time)."""
 
-    id: np.ndarray = _column(dtype=np.int64)
-    class_id: np.ndarray = _column(dtype=np.int64)
-    state: np.ndarray = _column(dtype=np.int8)
-    missed: np.ndarray = _column(dtype=np.int64)  # updates since the last match
-    score: np.ndarray = _column()                 # the matched detections' scores, added up
-    mean: np.ndarray = _column(8)                 # the Kalman filter
-    cov: np.ndarray = _column(8, 8)
-    seen: np.ndarray = _column(4)                 # the last matched box, and the filter just after it
-    seen_mean: np.ndarray = _column(8)
-    seen_cov: np.ndarray = _column(8, 8)
-    born: np.ndarray = _column(dtype=np.int64)    # the update of the first detection, and its box
-    first: np.ndarray = _column(4)
+    stationary_s: float
+    anchor: dict[int, tuple[np.ndarray, float]] = field(default_factory=dict)
 
-    def __len__(self) -> int:
-        return len(self.id)
+    def observe(self, ids: np.ndarray, boxes: np.ndarray, t: float) -> None:
+        """Detected boxes of confirmed tracks: one that left its anchor starts again."""
+        for tid, box in zip(ids.tolist(), boxes):
+            a = self.anchor.get(tid)
+            if a is None or iou_matrix(box[None], a[0][None])[0, 0] < STILL_IOU:
+                self.anchor[tid] = (np.array(box, np.float64), t)
 
-    def keep(self, rows: np.ndarray) -> None:
-        for name in self.__dataclass_fields__:
-            setattr(self, name, getattr(self, name)[rows])
+    def stationary(self, ids: np.ndarray, t: float) -> np.ndarray:
+        since = np.array([self.anchor.get(tid, (None, t))[1] for tid in ids.tolist()], np.float64)
+        return (t - since) >= self.stationary_s - 1e-9 if len(ids) else np.zeros(0, bool)
 
-    def add(self, ids: np.ndarray, class_id: np.ndarray, state: TrackState, boxes: np.ndarray,
-            scores: np.ndarray, update: int) -> None:
-        mean, cov = motion.initiate(boxes)
-        new = dict(id=ids, class_id=class_id, state=np.full(len(ids), state, np.int8),
-                   missed=np.zeros(len(ids), np.int64), score=scores, mean=mean, cov=cov,
-                   seen=boxes, seen_mean=mean, seen_cov=cov, born=np.full(len(ids), update, np.int64), first=boxes)
-        for name, value in new.items():
-            setattr(self, name, np.concatenate([getattr(self, name), value]))
+    def keep(self, ids: np.ndarray) -> None:
+        """Only these tracks exist still."""
+        alive = set(ids.tolist())
+        self.anchor = {k: v for k, v in self.anchor.items() if k in alive}
 
 
-def assign(sim: np.ndarray, threshold: float, weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The pairs (row, col), each at or above `threshold`, with the most similarity above
-    it in all (ByteTrack's objective: two weak pairs never outweigh one good one), each
-    pair's share of it scaled by `weight` (rows). Optimal, not greedy: one bad early pair
-    cannot push two objects onto each other's tracks."""
-    if sim.size == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    ok = sim >= threshold
-    gain = sim - threshold if weight is None else (sim - threshold) * weight[:, None]
-    rows, cols = linear_sum_assignment(np.where(ok, -gain, 0.0))
-    good = ok[rows, cols]
-    return rows[good], cols[good]
+class CameraTracks:
+    """One camera's tracker, its tracks' stillness and its frames' time."""
 
+    def __init__(self, spec: TrackSpec, names: ClassNames, size: tuple[float, float] | None):
+        self.tracker = ByteTracker(spec, size)
+        self.still = Stillness(spec.stationary_s)
+        self.names = names
+        self.size = size
+        self.t: float | None = None  # the last frame's time
+        self.step_s = 1 / 15         # seconds between the frames it sees (the filter's step)
 
-@dataclass
-class ByteTracker:
-    """The tracker state of one camera (its parameters: `TrackSpec`; `size`: the picture's
-    width and height, where known)."""
+    def step(self, frame: Frame) -> None:
+        t = frame.pts_seconds if frame.pts_seconds is not None else frame.seq / float(frame.rate or 15)
+        if self.t is not None and t > self.t:
+            self.step_s = t - self.t
+        self.t = t
+        tr = self.tracker.tracks
+        self.tracker.hold_still(tr.id[self.still.stationary(tr.id, t)])
+        det = frame.detections
+        if frame.detected and det is not None:
+            held = None
+            if frame.plan is not None and frame.plan.regions is not None:
+                held = (tr.state == TrackState.TRACKED) & ~frame.plan.covers(motion.to_xyxy(tr.mean))
+            held_ids = tr.id[held] if held is not None else np.zeros(0, np.int64)
+            det.track_id = self.tracker.update(det.xyxy, det.score, det.class_id, held)
+            det.predicted = np.zeros(len(det), bool)
+            confirmed = det.track_id >= 0
+            self.still.observe(det.track_id[confirmed], det.xyxy[confirmed], t)
+            det.stationary = self.still.stationary(det.track_id, t) & confirmed
+            tr = self.tracker.tracks
+            kept = self._predicted(np.isin(tr.id, held_ids) & (tr.state == TrackState.TRACKED), t)
+            frame.detections = det.extended(kept) if len(kept) else det
+        else:
+            self.tracker.predict()
+            tr = self.tracker.tracks
+            frame.detections = self._predicted(tr.state == TrackState.TRACKED, t)
+        self.still.keep(self.tracker.tracks.id)
 
-    spec: TrackSpec
-    size: tuple[float, float] | None = None
-    tracks: Tracks = field(default_factory=Tracks)
-    frames: int = 0
-    _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    def _predicted(self, rows: np.ndarray, t: float) -> Detections:
+        """The tracks of `rows` as the tracker sees them now, marked predicted."""
+        tr = self.tracker.tracks
+        boxes = motion.to_xyxy(tr.mean[rows])
+        if self.size is not None:
+            w, h = self.size
+            boxes = np.clip(boxes, 0, [w, h, w, h])
+        ids = tr.id[rows]
+        return Detections(boxes.astype(np.float32), tr.last_score[rows].astype(np.float32), tr.class_id[rows], self.names,
+                          track_id=ids, predicted=np.ones(len(ids), bool), stationary=self.still.stationary(ids, t))
 
-    def update(self, boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray) -> np.ndarray:
-        """Track ids for each detection row (-1: tentative or unmatched). The steps are
-        apart so that an update without detections can predict without ageing."""
-        self.frames += 1
-        self._predict()
-        rows, dets = self._associate(boxes, scores, classes)
-        tentative = self.tracks.state[rows] == TrackState.TENTATIVE
-        self._correct(rows, boxes[dets].astype(np.float64), scores[dets])
-        matched = np.zeros(len(self.tracks), bool)
-        matched[rows] = True
-        taken = self._take_over(rows[tentative & (self.tracks.state[rows] == TrackState.TRACKED)], matched)
-        ids = np.full(len(boxes), -1, np.int64)
-        ids[dets] = np.where(self.tracks.state[rows] == TrackState.TENTATIVE, -1, self.tracks.id[rows])
-        self._age(~matched, taken)
-        free = np.ones(len(boxes), bool)
-        free[dets] = False
-        self._start(boxes, scores, classes, free, ids)
-        return ids
-
-    def _predict(self) -> None:
-        t = self.tracks
-        if len(t):
-            t.mean, t.cov = motion.predict(t.mean, t.cov)
-
-    def _similarity(self, t: np.ndarray, d: np.ndarray, boxes: np.ndarray, classes: np.ndarray,
-                    track_boxes: np.ndarray | None = None) -> np.ndarray:
-        """IoU of tracks `t` (their predicted boxes, or `track_boxes`) with detections `d`."""
-        if not len(t) or not len(d):
-            return np.zeros((len(t), len(d)))
-        sim = iou_matrix(motion.to_xyxy(self.tracks.mean[t]) if track_boxes is None else track_boxes, boxes[d])
-        if self.spec.class_aware:
-            sim = np.where(self.tracks.class_id[t][:, None] == classes[d][None, :], sim, 0.0)
-        return sim
-
-    def _associate(self, boxes: np.ndarray, scores: np.ndarray,
-                   classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The matched (track row, detection row) pairs of the four passes."""
-        s, t = self.spec, self.tracks
-        high = np.nonzero(scores >= s.high_threshold)[0]
-        low = np.nonzero(scores < s.high_threshold)[0]
-        confirmed = np.nonzero(t.state != TrackState.TENTATIVE)[0]
-        sim = self._similarity(confirmed, high, boxes, classes) * scores[high][None, :]
-        r, first = assign(sim, s.match_iou, _LOST_DECAY ** t.missed[confirmed])
-        rows, dets = [confirmed[r]], [high[first]]
-        rest = np.delete(confirmed, r)
-        r, c = assign(self._similarity(rest, low, boxes, classes), s.low_match_iou)
-        rows.append(rest[r])
-        dets.append(low[c])
-        rest = np.delete(rest, r)
-        rest = rest[t.missed[rest] == 0]
-        left = np.delete(high, first)
-        r, c = assign(self._similarity(rest, left, boxes, classes, t.seen[rest]) * scores[left][None, :], s.match_iou)
-        rows.append(rest[r])
-        dets.append(left[c])
-        left = np.delete(left, c)
-        tentative = np.nonzero(t.state == TrackState.TENTATIVE)[0]
-        r, c = assign(self._similarity(tentative, left, boxes, classes) * scores[left][None, :], s.confirm_iou)
-        rows.append(tentative[r])
-        dets.append(left[c])
-        return np.concatenate(rows), np.concatenate(dets)
-
-    def _correct(self, rows: np.ndarray, obs: np.ndarray, obs_scores: np.ndarray) -> None:
-        """Kalman-correct the matched tracks (those found after a gap along the path) and
-        confirm the tentative ones whose scores add up."""
-        t = self.tracks
-        if not len(rows):
-            return
-        mean, cov = motion.update(t.mean[rows], t.cov[rows], obs)
-        for k in np.nonzero(t.missed[rows] > 0)[0]:
-            mean[k], cov[k] = self._reupdate(rows[k], obs[k], int(t.missed[rows[k]]) + 1)
-        t.mean[rows], t.cov[rows] = mean, cov
-        t.seen[rows], t.seen_mean[rows], t.seen_cov[rows] = obs, mean, cov
-        t.missed[rows] = 0
-        t.score[rows] += obs_scores
-        waiting = (t.state[rows] == TrackState.TENTATIVE) & (t.score[rows] < self.spec.confirm_score)
-        t.state[rows] = np.where(waiting, TrackState.TENTATIVE, TrackState.TRACKED)
-
-    def _reupdate(self, row: int, obs: np.ndarray, steps: int) -> tuple[np.ndarray, np.ndarray]:
-        """OC-SORT's re-update: from the filter at the last box, one virtual box per update unseen."""
-        t = self.tracks
-        mean, cov = t.seen_mean[row:row + 1], t.seen_cov[row:row + 1]
-        for k in range(1, steps + 1):
-            mean, cov = motion.predict(mean, cov)
-            mean, cov = motion.update(mean, cov, (t.seen[row] + (obs - t.seen[row]) * (k / steps))[None])
-        return mean[0], cov[0]
-
-    def _take_over(self, new: np.ndarray, matched: np.ndarray) -> np.ndarray:
-        """The lost tracks whose ids the just confirmed tracks `new` take: one born after the
-        lost one was last seen, of its class, on its predicted box now or with its first box
-        on the lost one's last box; the lost one not last seen at the picture's edge."""
-        t = self.tracks
-        lost = np.nonzero((t.state == TrackState.LOST) & ~matched)[0]
-        if not len(new) or not len(lost):
-            return np.zeros(0, np.int64)
-        sim = np.maximum(iou_matrix(t.seen[new], motion.to_xyxy(t.mean[lost])), iou_matrix(t.first[new], t.seen[lost]))
-        last_seen = self.frames - 1 - t.missed[lost]
-        ok = (t.born[new][:, None] > last_seen[None, :]) & ~self._at_edge(t.seen[lost])[None, :]
-        if self.spec.class_aware:
-            ok &= t.class_id[new][:, None] == t.class_id[lost][None, :]
-        r, c = assign(np.where(ok, sim, 0.0), self.spec.match_iou)
-        t.id[new[r]] = t.id[lost[c]]
-        return lost[c]
-
-    def _at_edge(self, boxes: np.ndarray) -> np.ndarray:
-        if self.size is None:
-            return np.zeros(len(boxes), bool)
-        w, h = self.size
-        return ((boxes[:, 0] <= _EDGE * w) | (boxes[:, 1] <= _EDGE * h)
-                | (boxes[:, 2] >= (1 - _EDGE) * w) | (boxes[:, 3] >= (1 - _EDGE) * h))
-
-    def _age(self, unmatched: np.ndarray, taken: np.ndarray) -> None:
-        """An update without a match: tracked tracks become lost, keeping their size (a
-        guessed growth or shrinking would run away unseen), tentative ones are dropped,
-        lost ones past `max_age` or `taken` over removed."""
-        t = self.tracks
-        t.missed[unmatched] += 1
-        newly_lost = unmatched & (t.state == TrackState.TRACKED)
-        t.state[newly_lost] = TrackState.LOST
-        t.mean[newly_lost, 6:] = 0.0
-        gone = unmatched & ((t.state == TrackState.TENTATIVE) | (t.missed > self.spec.max_age))
-        gone[taken] = True
-        if gone.any():
-            t.keep(~gone)
-
-    def _start(self, boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray, free: np.ndarray,
-               ids: np.ndarray) -> None:
-        new = np.nonzero(free & (scores >= self.spec.new_track_threshold))[0]
-        if not len(new):
-            return
-        # on a camera's first frame every object is there already: tracked at once
-        first = self.frames == 1
-        new_ids = np.array([next(self._ids) for _ in new], np.int64)
-        self.tracks.add(new_ids, classes[new].astype(np.int64), TrackState.TRACKED if first else TrackState.TENTATIVE,
-                        boxes[new].astype(np.float64), scores[new].astype(np.float64), self.frames)
-        if first:
-            ids[new] = new_ids
+    def view(self, frame: Frame) -> TrackView:
+        """The camera's confirmed tracks after this frame, for its detector's gate."""
+        tr = self.tracker.tracks
+        rows = tr.state == TrackState.TRACKED
+        t = self.t if self.t is not None else 0.0
+        return TrackView(frame.seq, t, motion.to_xyxy(tr.mean[rows]).astype(np.float32),
+                         (tr.mean[rows, 4:6] / self.step_s).astype(np.float32),
+                         ~self.still.stationary(tr.id[rows], t))
 
 
 class TrackStage(InlineStage):
     """Per-camera trackers; frames arrive in order (the detector restores it)."""
 
-    def __init__(self, spec: TrackSpec, metrics: Metrics):
+    def __init__(self, spec: TrackSpec, metrics: Metrics, names: ClassNames | None = None,
+                 feedbacks: TrackFeedbacks | None = None):
         super().__init__(spec.stage_name, metrics)
         self.spec = spec
-        self.trackers: dict[str, ByteTracker] = {}
+        self.names = names or ClassNames()
+        self.feedbacks = feedbacks  # where each camera's tracks go back to its detector's gate
+        self.cameras: dict[str, CameraTracks] = {}
 
     @classmethod
     def from_spec(cls, spec: TrackSpec, ctx: BuildContext) -> "TrackStage":
-        return cls(spec, ctx.metrics)
+        return cls(spec, ctx.metrics, ctx.detector_names, ctx.feedbacks)
 
     def process(self, frame: Frame) -> Iterable[Item]:
-        det = frame.detections
-        if det is not None:
-            tracker = self.trackers.get(frame.camera)
-            if tracker is None:
-                box = frame.letterbox
-                size = (float(box.frame_w), float(box.frame_h)) if box is not None else None
-                tracker = self.trackers[frame.camera] = ByteTracker(self.spec, size)
-            det.track_id = tracker.update(det.xyxy, det.score, det.class_id)
+        cam = self.cameras.get(frame.camera)
+        if cam is None:
+            size = frame.size if frame.converted or frame.picture is not None else None  # no picture: size unknown
+            cam = self.cameras[frame.camera] = CameraTracks(self.spec, self.names, size)
+        try:
+            cam.step(frame)
+        finally:  # the gate of a file camera waits for this frame's update: it always comes
+            feedback = self.feedbacks.get(frame.camera) if self.feedbacks is not None else None
+            if feedback is not None:
+                feedback.publish(cam.view(frame))
         return (frame,)
 
     def end(self, eos: EndOfStream) -> Iterable[Item]:
-        self.trackers.pop(eos.camera, None)
+        self.cameras.pop(eos.camera, None)
+        if self.feedbacks is not None:
+            self.feedbacks.close(eos.camera)
         return (eos,)

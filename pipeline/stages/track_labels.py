@@ -117,7 +117,8 @@ class TrackLabels:
         """The rows to crop, each with its track and its submission number; and the rows
         labelled at once. The other rows of confirmed tracks wait (their frame waits for
         each) for the votes submitted before them; tentative rows (no track id
-        yet) are left for their track to be confirmed."""
+        yet) are left for their track to be confirmed; predicted rows (the tracker's
+        boxes, no new sight of the object) are never cropped: they take their track's votes."""
         det = frame.detections
         assert det is not None and det.track_id is not None
         cam = self._cameras[frame.camera]
@@ -131,8 +132,11 @@ class TrackLabels:
                 area = float((x2 - x1) * (y2 - y1))
                 state = cam.tracks.setdefault(tid, TrackLabel())
                 state.seen = cam.updates
-                if (not state.submitted or frame.seq - state.last_seq >= self.reclassify_interval
-                        or area > self.regrow * max(state.last_area, 1.0)):
+                predicted = det.predicted is not None and bool(det.predicted[r])  # labelled from its votes only
+                if predicted and not state.submitted:
+                    continue
+                if not predicted and (not state.submitted or frame.seq - state.last_seq >= self.reclassify_interval
+                                      or area > self.regrow * max(state.last_area, 1.0)):
                     state.last_seq, state.last_area = frame.seq, area
                     chosen.append((int(r), state, state.submitted))
                     state.submitted += 1

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, read_jsonl, run_pipeline, detector_model
+from pipeline.runtime.track_feedback import LAG_S
 
 pytest.importorskip("skimage.data", reason="scikit-image provides the photos moved in the synthetic clip")
 from synthetic import Mover, picture, render  # noqa: E402
@@ -43,7 +44,9 @@ def test_the_detector_runs_on_the_moving_frames_of_the_rate_and_once_per_refresh
     ran = [r["seq"] for r in rows if r["detected"]]
     walking = [s for s in ran if STILL <= s < STILL + WALK]
     assert walking == list(range(STILL, STILL + WALK, 3))  # every frame of the rate while it moves
-    for stretch in ([s for s in ran if s < STILL], [s for s in ran if s >= STILL + WALK + 3]):
+    # once it has gone, the tracks seen moving `LAG_S` before still run the detector; then it is still
+    after = STILL + WALK + LAG_S * FPS + 3
+    for stretch in ([s for s in ran if s < STILL], [s for s in ran if s >= after]):
         assert stretch and all((b - a) / FPS >= 1.0 - 1e-6 for a, b in zip(stretch, stretch[1:])), ran
     counts = snap.cameras["lab"].detector
     assert counts.runs == len(ran) == snap.engines["det"].items
@@ -74,3 +77,29 @@ def test_two_runs_of_the_tracking_config_give_the_same_json_lines_on_a_fast_and_
     rows = [yaml.safe_load(line) for line in texts[0].splitlines()]
     assert len(rows) == 80 and any(r.get("events") for r in rows)
     assert texts[0] == texts[1]
+
+
+def test_a_parked_object_in_a_zone_is_one_event_stationary_and_not_re_detected_while_nothing_moves(
+        tmp_path, model_path, write_config):
+    clip = str(tmp_path / "parks.mp4")
+    walk_end, frames = 44, 165  # walks in until frame 44, then stands for 8 s
+    person = Mover(picture("astronaut", 160), (-40, 150), (400, 150), first=15, last=walk_end, stays=True)
+    render([person], clip, frames=frames, size=(640, 360), fps=FPS, noise=3.0)
+    config = gated_config(model_path, clip, fps=5, motion=True, refresh_s=2.0)
+    config["sources"][0]["motion"] = {"background_s": 1.0}  # it fades into the background within seconds
+    config["graph"][1] = {"track": {"stationary_s": 1.0}}
+    config["graph"][2] = {"analytics": {"cameras": {"lab": {"zones": [
+        {"name": "bay", "polygon": [[330, 0], [639, 0], [639, 359], [330, 359]]}]}}}}
+    snap = run_pipeline(config, write_config, str(tmp_path / "out"))
+    rows = read_jsonl(str(tmp_path / "out" / "detections.jsonl"))
+    events = [(e["event"], e["track"]) for r in rows for e in r.get("events", [])]
+    assert [e for e, _ in events] == ["enter", "stationary"] and len({t for _, t in events}) == 1
+    still_from = next(r["seq"] for r in rows if any(e["event"] == "stationary" for e in r.get("events", [])))
+    assert still_from <= walk_end + 2 * FPS
+    assert all(len(r["detections"]) == 1 and r["detections"][0].get("stationary") for r in rows[still_from:])
+    # once nothing moves (the first frame of the rate left out), only refreshes run the detector on it
+    gated_from = next(r["seq"] for r in rows[still_from:] if r["seq"] % 3 == 0 and not r["detected"])
+    ran = [r["seq"] for r in rows[gated_from:] if r["detected"]]
+    assert gated_from < frames - 3 * FPS and ran, (gated_from, ran)
+    assert all(b - a >= 2.0 * FPS - 1e-6 for a, b in zip(ran, ran[1:])), ran
+    assert snap.cameras["lab"].stationary == {"bay": 1}

@@ -28,7 +28,7 @@ def frame(seq: int, rows: list[tuple[int, int, list[float]]]) -> Frame:
     det = Detections(xyxy=np.array([r[2] for r in rows], np.float32).reshape(-1, 4),
                      score=np.ones(len(rows), np.float32), class_id=np.array([r[1] for r in rows], np.int64),
                      names=NAMES, track_id=np.array([r[0] for r in rows], np.int64))
-    return Frame("cam", seq, seq, None, np.zeros((10, 10, 3), np.uint8), 0.0, detections=det)
+    return Frame("cam", seq, seq, None, np.zeros((10, 10, 3), np.uint8), 0.0, detections=det, detected=True)
 
 
 def walk(s: AnalyticsStage, track: int, cls: int, xs: list[float], y: float = 100, start: int = 0) -> list[Event]:
@@ -154,7 +154,7 @@ def test_a_person_hidden_for_45_frames_with_stride_3_keeps_its_zone_visit():
     from pipeline.config import TrackSpec
     from pipeline.stages.track import TrackStage
 
-    track_spec = TrackSpec()
+    track_spec = TrackSpec(stationary_s=60.0)  # (it stands still: not long enough to be stationary)
     tracker = TrackStage(track_spec, Metrics())
     s = stage({"zones": [{"name": "lot", "polygon": [[0, 0], [300, 0], [300, 300], [0, 300]]}]},
               forget_after=track_spec.max_age)

@@ -1,131 +1,97 @@
-"""The tracker on hand-made detections with known motion, and on the failures a noisy
-detector brings: flickering false positives, people crossing, people hidden."""
+"""The track stage between detector runs: predicted rows on the frames the detector did
+not see, tracks a run on regions did not look at held, stationary objects kept where they
+stopped, and every frame's tracks handed back to the camera's gate."""
+from fractions import Fraction
+
 import numpy as np
 
 from pipeline.config import TrackSpec
-from pipeline.stages.track import ByteTracker, TrackState, assign
+from pipeline.frames import DetectPlan, Detections, Frame
+from pipeline.metrics.registry import Metrics
+from pipeline.runtime.track_feedback import TrackFeedbacks
+from pipeline.stages.track import TrackStage
+
+FPS = 15
 
 
-def box(x, y, w=40, h=80):
-    return [x, y, x + w, y + h]
+def frame(seq: int, boxes: list[list[float]] | None, plan: DetectPlan | None = None) -> Frame:
+    """Frame `seq` of a 640x360 camera at 15 fps; `boxes` None: the detector did not see it."""
+    f = Frame("cam", seq, seq, Fraction(1, FPS), np.zeros((360, 640, 3), np.uint8), 0.0, plan=plan)
+    if boxes is not None:
+        f.detections = Detections(np.array(boxes, np.float32).reshape(-1, 4), np.full(len(boxes), 0.9, np.float32),
+                                  np.zeros(len(boxes), np.int64))
+        f.detected = True
+    return f
 
 
-def run(tracker, frames):
-    out = []
-    for dets in frames:
-        boxes = np.array([d[0] for d in dets], np.float32).reshape(-1, 4)
-        scores = np.array([d[1] for d in dets], np.float32)
-        classes = np.array([d[2] if len(d) > 2 else 0 for d in dets], np.int64)
-        out.append(tracker.update(boxes, scores, classes).tolist())
+def step(stage: TrackStage, f: Frame) -> Frame:
+    (out,) = stage.process(f)
     return out
 
 
-def test_assignment_prefers_one_good_pair_to_two_weak_ones():
-    # greedy and ByteTrack's objective agree here; a plain maximum-sum assignment would
-    # take the two weak pairs (0.55 + 0.5 > 0.9)
-    sim = np.array([[0.9, 0.55], [0.5, 0.0]])
-    rows, cols = assign(sim, 0.3)
-    assert list(zip(rows.tolist(), cols.tolist())) == [(0, 0)]
-    assert assign(np.array([[0.1]]), 0.2)[0].size == 0
+def walker(seq: int, speed: float = 4.0) -> list[float]:
+    return [100 + speed * seq, 100, 140 + speed * seq, 200]
 
 
-def test_assignment_is_optimal_where_greedy_is_not():
-    # greedy takes (0, 0) first and leaves row 1 without a partner
-    sim = np.array([[0.9, 0.85], [0.88, 0.1]])
-    rows, cols = assign(sim, 0.2)
-    assert sorted(zip(rows.tolist(), cols.tolist())) == [(0, 1), (1, 0)]
+def test_frames_the_detector_did_not_see_get_the_tracks_as_predicted_rows_moving_on_and_age_no_track():
+    stage = TrackStage(TrackSpec(max_age=3), Metrics())
+    seen = []
+    for seq in range(30):
+        f = step(stage, frame(seq, [walker(seq)] if seq % 3 == 0 else None))
+        det = f.detections
+        assert det is not None and len(det) == 1 and det.track_id.tolist() == [1]
+        assert det.predicted.tolist() == [seq % 3 != 0]
+        seen.append(float(det.xyxy[0, 0]))
+    assert all(b > a for a, b in zip(seen[6:], seen[7:]))  # the predicted box moves on with the object
+    assert abs(seen[-1] - walker(29)[0]) < 4
+    for seq in range(30, 60):  # ten times max_age frames unseen by the detector: no track ages
+        assert step(stage, frame(seq, None)).detections.track_id.tolist() == [1]
+    assert step(stage, frame(60, [walker(60)])).detections.track_id.tolist() == [1]
 
 
-def test_two_objects_keep_their_ids_while_crossing_paths():
-    t = ByteTracker(TrackSpec())
-    frames = [[(box(10 * i, 100), 0.9), (box(300 - 10 * i, 100 + 0.5 * i), 0.8)] for i in range(30)]
-    ids = run(t, frames)
-    assert ids[0] == [1, 2]  # first frame: confirmed at once
-    a = {row[0] for row in ids}
-    b = {row[1] for row in ids}
-    assert len(a) == 1 and len(b) == 1 and a != b
+def test_a_run_on_regions_holds_the_tracks_it_did_not_look_at_beside_its_own_rows():
+    stage = TrackStage(TrackSpec(max_age=2), Metrics())
+    parked = [500, 200, 600, 260]
+    step(stage, frame(0, [walker(0), parked]))
+    region = DetectPlan(True, "motion", regions=np.array([[0, 0, 360, 360]], np.float32))
+    for seq in range(1, 12):  # runs that look only where the walker is
+        det = step(stage, frame(seq, [walker(seq)], region)).detections
+        assert sorted(zip(det.track_id.tolist(), det.predicted.tolist())) == [(1, False), (2, True)]
+        np.testing.assert_allclose(det.xyxy[det.track_id == 2][0], parked, atol=1)
+    det = step(stage, frame(12, [walker(12), parked])).detections  # a run on the whole frame finds it again
+    assert det.track_id.tolist() == [1, 2] and not det.predicted.any()
+    for seq in range(13, 17):  # the whole frame looked at, the parked one missing: it ages as usual
+        det = step(stage, frame(seq, [walker(seq)])).detections
+    assert det.track_id.tolist() == [1]
 
 
-def test_two_people_crossing_keep_their_ids_when_the_one_behind_is_missed():
-    # B walks behind A: while they overlap B is missed on some frames and weak on others
-    t = ByteTracker(TrackSpec())
-    frames = []
-    for i in range(40):
-        a, b = (box(20 + 8 * i, 100), 0.9), (box(340 - 8 * i, 104), 0.85)
-        overlap = 14 <= i <= 26
-        if overlap and i % 3 == 0:
-            frames.append([a])
-        else:
-            frames.append([a, (b[0], 0.3 if overlap else b[1])])
-    ids = run(t, frames)
-    assert {row[0] for row in ids} == {1}
-    assert {row[1] for row in ids if len(row) == 2} == {2}
+def test_an_object_that_stopped_for_stationary_s_is_stationary_keeps_its_box_and_stops_moving_for_the_gate():
+    feedbacks = TrackFeedbacks(True)
+    feedback = feedbacks.open("cam", wait=True)
+    stage = TrackStage(TrackSpec(stationary_s=1.0), Metrics(), feedbacks=feedbacks)
+    rng = np.random.default_rng(1)
+    flags, views = [], []
+    for seq in range(60):
+        if seq < 15:
+            box = walker(seq, 6.0)
+        else:  # it stopped: the detector's boxes jitter by a pixel or two
+            box = (np.array(walker(14, 6.0)) + rng.normal(0, 1, 4)).tolist()
+        det = step(stage, frame(seq, [box] if seq % 3 == 0 else None)).detections
+        flags.append(bool(det.stationary[0]))
+        views.append(feedback.view(seq, lambda: True))
+        if seq > 40 and seq % 3:
+            kept = det.xyxy[0]
+    assert not any(flags[:15 + FPS - 3]) and all(flags[15 + FPS + 3:])  # after a second where it stopped
+    assert views[10].moving.tolist() == [True] and views[-1].moving.tolist() == [False]
+    assert [v.seq for v in views] == list(range(60))  # every frame's tracks go back to the gate
+    np.testing.assert_allclose(kept, walker(14, 6.0), atol=3)  # predicted where it stands, not drifting
+    assert not np.any(views[-1].velocity)
 
 
-def test_a_flickering_false_positive_never_becomes_a_confirmed_track():
-    # a person tracked all along; a false box on the background shows two frames in three
-    t = ByteTracker(TrackSpec())
-    frames = [[(box(10 * i, 100), 0.9)] + ([(box(400, 300), 0.6)] if i % 3 else []) for i in range(30)]
-    ids = run(t, frames)
-    assert all(row[0] == 1 for row in ids)
-    assert all(row[1] == -1 for row in ids if len(row) == 2)
-
-
-def test_a_doubtful_box_needs_more_sightings_than_a_confident_one():
-    t = ByteTracker(TrackSpec())
-    run(t, [[]])
-    ids = run(t, [[(box(0, 0), 0.9), (box(300, 300), 0.55)]] * 3)
-    assert ids[1] == [1, -1]   # 0.9 + 0.9 confirms on the second sighting, 0.55 + 0.55 does not
-    assert ids[2] == [1, 2]    # the third
-
-
-def test_a_person_hidden_for_10_frames_comes_back_under_the_same_id():
-    t = ByteTracker(TrackSpec())
-    frames = [[(box(8 * i, 100 + i), 0.9)] if not 15 <= i < 25 else [] for i in range(40)]
-    ids = [row for row in run(t, frames) if row]
-    assert {row[0] for row in ids} == {1}
-
-
-def test_a_lost_track_keeps_its_size_while_unseen():
-    # the box shrank a little on every frame before it was lost: its filter learnt a
-    # negative height velocity, which must not shrink the lost box to nothing
-    t = ByteTracker(TrackSpec(max_age=60))
-    run(t, [[(box(100, 100, 40 - i, 80 - 2 * i), 0.9)] for i in range(10)] + [[]] * 40)
-    (row,) = np.nonzero(t.tracks.state == TrackState.LOST)[0]
-    height = t.tracks.mean[row, 3]
-    assert 55 < height < 70, height
-
-
-def test_low_score_detections_extend_a_track_but_never_start_one():
-    t = ByteTracker(TrackSpec())
-    frames = [[(box(10 * i, 100), 0.9 if i < 5 else 0.2)] for i in range(10)]
-    frames += [[(box(500, 300), 0.2)]]
-    ids = run(t, frames)
-    assert all(row == [1] for row in ids[:10])  # the partly hidden object stays track 1
-    assert ids[10] == [-1]
-
-
-def test_a_partly_hidden_person_is_found_again_by_a_weak_box_after_a_miss():
-    t = ByteTracker(TrackSpec())
-    frames = [[(box(10 * i, 100), 0.9)] for i in range(6)] + [[]] + [[(box(10 * i, 100), 0.25)] for i in range(7, 10)]
-    ids = run(t, frames)
-    assert ids[7:] == [[1], [1], [1]]
-
-
-def test_new_objects_are_confirmed_on_their_second_sighting():
-    t = ByteTracker(TrackSpec())
-    run(t, [[(box(0, 0), 0.9)]])
-    ids = run(t, [[(box(0, 0), 0.9), (box(300, 300), 0.9)], [(box(0, 0), 0.9), (box(300, 300), 0.9)]])
-    assert ids[0] == [1, -1] and ids[1] == [1, 2]
-
-
-def test_tracks_are_per_class():
-    t = ByteTracker(TrackSpec())
-    ids = run(t, [[(box(0, 0), 0.9, 0), (box(0, 0), 0.9, 1)]] * 3)
-    assert ids[-1][0] != ids[-1][1] and -1 not in ids[-1]
-
-
-def test_a_track_unseen_for_longer_than_max_age_is_gone():
-    t = ByteTracker(TrackSpec(max_age=3))
-    run(t, [[(box(0, 0), 0.9)]] * 2 + [[]] * 5)
-    assert len(t.tracks) == 0
+def test_a_run_that_failed_ages_no_track():
+    stage = TrackStage(TrackSpec(max_age=1), Metrics())
+    step(stage, frame(0, [walker(0)]))
+    for seq in range(1, 6):
+        failed = frame(seq, None)
+        failed.detections = Detections.empty()  # what the detect stage leaves on a failed run
+        assert step(stage, failed).detections.track_id.tolist() == [1]

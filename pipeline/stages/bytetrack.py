@@ -1,0 +1,283 @@
+"""Multi-object tracking per camera, ByteTrack-style, with what its successors found to
+matter on a noisy detector.
+
+Why our own: the well-kept implementations (supervision, boxmot) pull in the non-headless
+OpenCV or a deep-learning framework; the algorithm itself is small, and the tracks kept
+as columns of arrays (one Kalman call for all of them) make it several times faster.
+
+Every frame the camera passes on (with `stride` N, every Nth) moves every track's box on
+(`motion`, one filter step a frame); on a frame the detector ran on (an update) it then
+associates, each pass an optimal assignment:
+1. confirmed tracks (tracked and lost) with the high-score detections, on IoU times the
+   detection's score (ByteTrack: a confident box wins over a doubtful one at the same
+   overlap); in the assignment a lost track's pairs weigh `_LOST_DECAY` less per update
+   unseen (its threshold stays), so of two tracks on one box the one seen just now wins;
+2. the confirmed tracks still unmatched, lost ones too, with the low-score detections,
+   on plain IoU (objects partly hidden keep their id, also after a few frames unseen);
+3. the tracks matched on the previous update and still unmatched with the high-score
+   detections left, on IoU with their last box rather than the predicted one (OC-SORT's
+   observation-centric recovery: a person who stops or turns is where they were, not
+   where their velocity says);
+4. tentative tracks with the remaining high-score detections.
+A lost track found again is corrected along the straight path from its last box to the
+new one (OC-SORT's observation-centric re-update), so the velocity it guessed while
+unseen does not linger; while lost it keeps its size (no height or aspect velocity).
+Unmatched detections from `new_track_threshold` start tentative tracks; one is confirmed
+on a later consecutive match once its detections' scores add up to `confirm_score` (on a
+camera's first frame at once), and dropped at its first miss, so a flickering false
+positive does not become a track. A track confirmed where a lost one was (its box on
+the lost one's prediction, or its first box on the lost one's last box) takes the lost
+one's id: an object hidden behind another for longer than its motion can be guessed,
+which stood still meanwhile, keeps its id once its new track has proved itself, and a
+false positive, which does not prove itself, never takes one. A track last seen at the
+picture's edge has left it: it is not taken over. A lost track is removed after
+`max_age` updates unseen: detector runs that looked at it, so frames the detector did not
+see (`detect.fps`, `motion`) and runs on regions elsewhere (`held`) age no track.
+Detections keep their boxes; matched rows get the track id (-1 while tentative).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Iterator
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from pipeline.config import TrackSpec
+from pipeline.decoders.nms import iou_matrix
+from pipeline.stages import motion
+
+_LOST_DECAY = 0.98  # a lost track's weight in the assignment, per update unseen
+_EDGE = 0.02        # a box this close to the picture's edge (share of its width or height) touches it
+
+
+class TrackState(IntEnum):
+    TENTATIVE = 0  # seen, not yet confirmed; dropped at its first miss
+    TRACKED = 1    # matched on the last update
+    LOST = 2       # unmatched on the last `missed` updates; kept up to `max_age` to be found again
+
+
+def _column(*shape: int, dtype: type = np.float64):
+    return field(default_factory=lambda: np.zeros((0, *shape), dtype))
+
+
+@dataclass
+class Tracks:
+    """One camera's tracks as columns, one row per track."""
+
+    id: np.ndarray = _column(dtype=np.int64)
+    class_id: np.ndarray = _column(dtype=np.int64)
+    state: np.ndarray = _column(dtype=np.int8)
+    missed: np.ndarray = _column(dtype=np.int64)  # updates since the last match
+    score: np.ndarray = _column()                 # the matched detections' scores, added up
+    mean: np.ndarray = _column(8)                 # the Kalman filter
+    cov: np.ndarray = _column(8, 8)
+    seen: np.ndarray = _column(4)                 # the last matched box, and the filter just after it
+    seen_mean: np.ndarray = _column(8)
+    seen_cov: np.ndarray = _column(8, 8)
+    seen_at: np.ndarray = _column(dtype=np.int64)  # the frame of the last match
+    last_score: np.ndarray = _column()            # the last matched detection's score
+    born: np.ndarray = _column(dtype=np.int64)    # the update of the first detection, and its box
+    first: np.ndarray = _column(4)
+
+    def __len__(self) -> int:
+        return len(self.id)
+
+    def keep(self, rows: np.ndarray) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name)[rows])
+
+    def add(self, ids: np.ndarray, class_id: np.ndarray, state: TrackState, boxes: np.ndarray,
+            scores: np.ndarray, update: int, frame: int) -> None:
+        mean, cov = motion.initiate(boxes)
+        new = dict(id=ids, class_id=class_id, state=np.full(len(ids), state, np.int8),
+                   missed=np.zeros(len(ids), np.int64), score=scores, mean=mean, cov=cov,
+                   seen=boxes, seen_mean=mean, seen_cov=cov, seen_at=np.full(len(ids), frame, np.int64),
+                   last_score=scores, born=np.full(len(ids), update, np.int64), first=boxes)
+        for name, value in new.items():
+            setattr(self, name, np.concatenate([getattr(self, name), value]))
+
+
+def assign(sim: np.ndarray, threshold: float, weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs (row, col), each at or above `threshold`, with the most similarity above
+    it in all (ByteTrack's objective: two weak pairs never outweigh one good one), each
+    pair's share of it scaled by `weight` (rows). Optimal, not greedy: one bad early pair
+    cannot push two objects onto each other's tracks."""
+    if sim.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    ok = sim >= threshold
+    gain = sim - threshold if weight is None else (sim - threshold) * weight[:, None]
+    rows, cols = linear_sum_assignment(np.where(ok, -gain, 0.0))
+    good = ok[rows, cols]
+    return rows[good], cols[good]
+
+
+def reupdate(seen: np.ndarray, seen_mean: np.ndarray, seen_cov: np.ndarray, obs: np.ndarray,
+             steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """OC-SORT's re-update of a track found again: from its filter at its last box `seen`,
+    one virtual box a frame along the straight path to the new box `obs`."""
+    mean, cov = seen_mean[None], seen_cov[None]
+    for k in range(1, steps + 1):
+        mean, cov = motion.predict(mean, cov)
+        mean, cov = motion.update(mean, cov, (seen + (obs - seen) * (k / steps))[None])
+    return mean[0], cov[0]
+
+
+def at_edge(boxes: np.ndarray, size: tuple[float, float] | None) -> np.ndarray:
+    """Per box: whether it touches the picture's edge (a track last seen there has left)."""
+    if size is None:
+        return np.zeros(len(boxes), bool)
+    w, h = size
+    return ((boxes[:, 0] <= _EDGE * w) | (boxes[:, 1] <= _EDGE * h)
+            | (boxes[:, 2] >= (1 - _EDGE) * w) | (boxes[:, 3] >= (1 - _EDGE) * h))
+
+
+@dataclass
+class ByteTracker:
+    """The tracker state of one camera (its parameters: `TrackSpec`; `size`: the picture's
+    width and height, where known)."""
+
+    spec: TrackSpec
+    size: tuple[float, float] | None = None
+    tracks: Tracks = field(default_factory=Tracks)
+    frames: int = 0   # frames seen: the filter's steps
+    updates: int = 0  # frames the detector ran on: the unit of `missed` and `max_age`
+    _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+    def update(self, boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray,
+               held: np.ndarray | None = None) -> np.ndarray:
+        """Track ids for each detection row (-1: tentative or unmatched), on a frame the
+        detector ran on; `held`, per track: the run did not look at it (its regions were
+        elsewhere), so it is neither matched nor aged."""
+        self.frames += 1
+        self.updates += 1
+        self._predict()
+        active = np.ones(len(self.tracks), bool) if held is None else ~held
+        rows, dets = self._associate(boxes, scores, classes, active)
+        tentative = self.tracks.state[rows] == TrackState.TENTATIVE
+        self._correct(rows, boxes[dets].astype(np.float64), scores[dets])
+        matched = np.zeros(len(self.tracks), bool)
+        matched[rows] = True
+        taken = self._take_over(rows[tentative & (self.tracks.state[rows] == TrackState.TRACKED)], matched)
+        ids = np.full(len(boxes), -1, np.int64)
+        ids[dets] = np.where(self.tracks.state[rows] == TrackState.TENTATIVE, -1, self.tracks.id[rows])
+        self._age(~matched & active, taken)
+        free = np.ones(len(boxes), bool)
+        free[dets] = False
+        self._start(boxes, scores, classes, free, ids)
+        return ids
+
+    def predict(self) -> None:
+        """A frame the detector did not see: every track moves on, none is aged."""
+        self.frames += 1
+        self._predict()
+
+    def hold_still(self, ids: np.ndarray) -> None:
+        """These tracks stand still: their boxes stay where they are (no guessed motion)."""
+        self.tracks.mean[np.isin(self.tracks.id, ids), 4:] = 0.0
+
+    def _predict(self) -> None:
+        t = self.tracks
+        if len(t):
+            t.mean, t.cov = motion.predict(t.mean, t.cov)
+
+    def _similarity(self, t: np.ndarray, d: np.ndarray, boxes: np.ndarray, classes: np.ndarray,
+                    track_boxes: np.ndarray | None = None) -> np.ndarray:
+        """IoU of tracks `t` (their predicted boxes, or `track_boxes`) with detections `d`."""
+        if not len(t) or not len(d):
+            return np.zeros((len(t), len(d)))
+        sim = iou_matrix(motion.to_xyxy(self.tracks.mean[t]) if track_boxes is None else track_boxes, boxes[d])
+        if self.spec.class_aware:
+            sim = np.where(self.tracks.class_id[t][:, None] == classes[d][None, :], sim, 0.0)
+        return sim
+
+    def _associate(self, boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray,
+                   active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The matched (track row, detection row) pairs of the four passes, of the `active` tracks."""
+        s, t = self.spec, self.tracks
+        high = np.nonzero(scores >= s.high_threshold)[0]
+        low = np.nonzero(scores < s.high_threshold)[0]
+        confirmed = np.nonzero((t.state != TrackState.TENTATIVE) & active)[0]
+        sim = self._similarity(confirmed, high, boxes, classes) * scores[high][None, :]
+        r, first = assign(sim, s.match_iou, _LOST_DECAY ** t.missed[confirmed])
+        rows, dets = [confirmed[r]], [high[first]]
+        rest = np.delete(confirmed, r)
+        r, c = assign(self._similarity(rest, low, boxes, classes), s.low_match_iou)
+        rows.append(rest[r])
+        dets.append(low[c])
+        rest = np.delete(rest, r)
+        rest = rest[t.missed[rest] == 0]
+        left = np.delete(high, first)
+        r, c = assign(self._similarity(rest, left, boxes, classes, t.seen[rest]) * scores[left][None, :], s.match_iou)
+        rows.append(rest[r])
+        dets.append(left[c])
+        left = np.delete(left, c)
+        tentative = np.nonzero((t.state == TrackState.TENTATIVE) & active)[0]
+        r, c = assign(self._similarity(tentative, left, boxes, classes) * scores[left][None, :], s.confirm_iou)
+        rows.append(tentative[r])
+        dets.append(left[c])
+        return np.concatenate(rows), np.concatenate(dets)
+
+    def _correct(self, rows: np.ndarray, obs: np.ndarray, obs_scores: np.ndarray) -> None:
+        """Kalman-correct the matched tracks (those found after a gap along the path) and
+        confirm the tentative ones whose scores add up."""
+        t = self.tracks
+        if not len(rows):
+            return
+        mean, cov = motion.update(t.mean[rows], t.cov[rows], obs)
+        for k in np.nonzero(t.missed[rows] > 0)[0]:
+            r = rows[k]
+            mean[k], cov[k] = reupdate(t.seen[r], t.seen_mean[r], t.seen_cov[r], obs[k], self.frames - int(t.seen_at[r]))
+        t.mean[rows], t.cov[rows] = mean, cov
+        t.seen[rows], t.seen_mean[rows], t.seen_cov[rows], t.seen_at[rows] = obs, mean, cov, self.frames
+        t.missed[rows] = 0
+        t.score[rows] += obs_scores
+        t.last_score[rows] = obs_scores
+        waiting = (t.state[rows] == TrackState.TENTATIVE) & (t.score[rows] < self.spec.confirm_score)
+        t.state[rows] = np.where(waiting, TrackState.TENTATIVE, TrackState.TRACKED)
+
+    def _take_over(self, new: np.ndarray, matched: np.ndarray) -> np.ndarray:
+        """The lost tracks whose ids the just confirmed tracks `new` take: one born after the
+        lost one was last seen, of its class, on its predicted box now or with its first box
+        on the lost one's last box; the lost one not last seen at the picture's edge."""
+        t = self.tracks
+        lost = np.nonzero((t.state == TrackState.LOST) & ~matched)[0]
+        if not len(new) or not len(lost):
+            return np.zeros(0, np.int64)
+        sim = np.maximum(iou_matrix(t.seen[new], motion.to_xyxy(t.mean[lost])), iou_matrix(t.first[new], t.seen[lost]))
+        last_seen = self.updates - 1 - t.missed[lost]
+        ok = (t.born[new][:, None] > last_seen[None, :]) & ~at_edge(t.seen[lost], self.size)[None, :]
+        if self.spec.class_aware:
+            ok &= t.class_id[new][:, None] == t.class_id[lost][None, :]
+        r, c = assign(np.where(ok, sim, 0.0), self.spec.match_iou)
+        t.id[new[r]] = t.id[lost[c]]
+        return lost[c]
+
+    def _age(self, unmatched: np.ndarray, taken: np.ndarray) -> None:
+        """An update without a match: tracked tracks become lost, keeping their size (a
+        guessed growth or shrinking would run away unseen), tentative ones are dropped,
+        lost ones past `max_age` or `taken` over removed."""
+        t = self.tracks
+        t.missed[unmatched] += 1
+        newly_lost = unmatched & (t.state == TrackState.TRACKED)
+        t.state[newly_lost] = TrackState.LOST
+        t.mean[newly_lost, 6:] = 0.0
+        gone = unmatched & ((t.state == TrackState.TENTATIVE) | (t.missed > self.spec.max_age))
+        gone[taken] = True
+        if gone.any():
+            t.keep(~gone)
+
+    def _start(self, boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray, free: np.ndarray,
+               ids: np.ndarray) -> None:
+        new = np.nonzero(free & (scores >= self.spec.new_track_threshold))[0]
+        if not len(new):
+            return
+        # on a camera's first update every object is there already: tracked at once
+        first = self.updates == 1
+        new_ids = np.array([next(self._ids) for _ in new], np.int64)
+        self.tracks.add(new_ids, classes[new].astype(np.int64), TrackState.TRACKED if first else TrackState.TENTATIVE,
+                        boxes[new].astype(np.float64), scores[new].astype(np.float64), self.updates, self.frames)
+        if first:
+            ids[new] = new_ids

@@ -1,0 +1,131 @@
+"""The tracker on hand-made detections with known motion, and on the failures a noisy
+detector brings: flickering false positives, people crossing, people hidden."""
+import numpy as np
+
+from pipeline.config import TrackSpec
+from pipeline.stages.bytetrack import ByteTracker, TrackState, assign
+
+
+def box(x, y, w=40, h=80):
+    return [x, y, x + w, y + h]
+
+
+def run(tracker, frames):
+    out = []
+    for dets in frames:
+        boxes = np.array([d[0] for d in dets], np.float32).reshape(-1, 4)
+        scores = np.array([d[1] for d in dets], np.float32)
+        classes = np.array([d[2] if len(d) > 2 else 0 for d in dets], np.int64)
+        out.append(tracker.update(boxes, scores, classes).tolist())
+    return out
+
+
+def test_assignment_prefers_one_good_pair_to_two_weak_ones():
+    # greedy and ByteTrack's objective agree here; a plain maximum-sum assignment would
+    # take the two weak pairs (0.55 + 0.5 > 0.9)
+    sim = np.array([[0.9, 0.55], [0.5, 0.0]])
+    rows, cols = assign(sim, 0.3)
+    assert list(zip(rows.tolist(), cols.tolist())) == [(0, 0)]
+    assert assign(np.array([[0.1]]), 0.2)[0].size == 0
+
+
+def test_assignment_is_optimal_where_greedy_is_not():
+    # greedy takes (0, 0) first and leaves row 1 without a partner
+    sim = np.array([[0.9, 0.85], [0.88, 0.1]])
+    rows, cols = assign(sim, 0.2)
+    assert sorted(zip(rows.tolist(), cols.tolist())) == [(0, 1), (1, 0)]
+
+
+def test_two_objects_keep_their_ids_while_crossing_paths():
+    t = ByteTracker(TrackSpec())
+    frames = [[(box(10 * i, 100), 0.9), (box(300 - 10 * i, 100 + 0.5 * i), 0.8)] for i in range(30)]
+    ids = run(t, frames)
+    assert ids[0] == [1, 2]  # first frame: confirmed at once
+    a = {row[0] for row in ids}
+    b = {row[1] for row in ids}
+    assert len(a) == 1 and len(b) == 1 and a != b
+
+
+def test_two_people_crossing_keep_their_ids_when_the_one_behind_is_missed():
+    # B walks behind A: while they overlap B is missed on some frames and weak on others
+    t = ByteTracker(TrackSpec())
+    frames = []
+    for i in range(40):
+        a, b = (box(20 + 8 * i, 100), 0.9), (box(340 - 8 * i, 104), 0.85)
+        overlap = 14 <= i <= 26
+        if overlap and i % 3 == 0:
+            frames.append([a])
+        else:
+            frames.append([a, (b[0], 0.3 if overlap else b[1])])
+    ids = run(t, frames)
+    assert {row[0] for row in ids} == {1}
+    assert {row[1] for row in ids if len(row) == 2} == {2}
+
+
+def test_a_flickering_false_positive_never_becomes_a_confirmed_track():
+    # a person tracked all along; a false box on the background shows two frames in three
+    t = ByteTracker(TrackSpec())
+    frames = [[(box(10 * i, 100), 0.9)] + ([(box(400, 300), 0.6)] if i % 3 else []) for i in range(30)]
+    ids = run(t, frames)
+    assert all(row[0] == 1 for row in ids)
+    assert all(row[1] == -1 for row in ids if len(row) == 2)
+
+
+def test_a_doubtful_box_needs_more_sightings_than_a_confident_one():
+    t = ByteTracker(TrackSpec())
+    run(t, [[]])
+    ids = run(t, [[(box(0, 0), 0.9), (box(300, 300), 0.55)]] * 3)
+    assert ids[1] == [1, -1]   # 0.9 + 0.9 confirms on the second sighting, 0.55 + 0.55 does not
+    assert ids[2] == [1, 2]    # the third
+
+
+def test_a_person_hidden_for_10_frames_comes_back_under_the_same_id():
+    t = ByteTracker(TrackSpec())
+    frames = [[(box(8 * i, 100 + i), 0.9)] if not 15 <= i < 25 else [] for i in range(40)]
+    ids = [row for row in run(t, frames) if row]
+    assert {row[0] for row in ids} == {1}
+
+
+def test_a_lost_track_keeps_its_size_while_unseen():
+    # the box shrank a little on every frame before it was lost: its filter learnt a
+    # negative height velocity, which must not shrink the lost box to nothing
+    t = ByteTracker(TrackSpec(max_age=60))
+    run(t, [[(box(100, 100, 40 - i, 80 - 2 * i), 0.9)] for i in range(10)] + [[]] * 40)
+    (row,) = np.nonzero(t.tracks.state == TrackState.LOST)[0]
+    height = t.tracks.mean[row, 3]
+    assert 55 < height < 70, height
+
+
+def test_low_score_detections_extend_a_track_but_never_start_one():
+    t = ByteTracker(TrackSpec())
+    frames = [[(box(10 * i, 100), 0.9 if i < 5 else 0.2)] for i in range(10)]
+    frames += [[(box(500, 300), 0.2)]]
+    ids = run(t, frames)
+    assert all(row == [1] for row in ids[:10])  # the partly hidden object stays track 1
+    assert ids[10] == [-1]
+
+
+def test_a_partly_hidden_person_is_found_again_by_a_weak_box_after_a_miss():
+    t = ByteTracker(TrackSpec())
+    frames = [[(box(10 * i, 100), 0.9)] for i in range(6)] + [[]] + [[(box(10 * i, 100), 0.25)] for i in range(7, 10)]
+    ids = run(t, frames)
+    assert ids[7:] == [[1], [1], [1]]
+
+
+def test_new_objects_are_confirmed_on_their_second_sighting():
+    t = ByteTracker(TrackSpec())
+    run(t, [[(box(0, 0), 0.9)]])
+    ids = run(t, [[(box(0, 0), 0.9), (box(300, 300), 0.9)], [(box(0, 0), 0.9), (box(300, 300), 0.9)]])
+    assert ids[0] == [1, -1] and ids[1] == [1, 2]
+
+
+def test_tracks_are_per_class():
+    t = ByteTracker(TrackSpec())
+    ids = run(t, [[(box(0, 0), 0.9, 0), (box(0, 0), 0.9, 1)]] * 3)
+    assert ids[-1][0] != ids[-1][1] and -1 not in ids[-1]
+
+
+def test_a_track_unseen_for_longer_than_max_age_is_gone():
+    t = ByteTracker(TrackSpec(max_age=3))
+    run(t, [[(box(0, 0), 0.9)]] * 2 + [[]] * 5)
+    assert len(t.tracks) == 0
