@@ -37,7 +37,7 @@ bench-cluster: fetch
 gpu-check:
 	@if [ -x $(PY) ]; then $(PY) scripts/gpu_check.py; else $(PYTHON) scripts/gpu_check.py; fi
 
-# The README's option tables, regenerated from pipeline/config (a test checks they are current).
+# The option tables of docs/reference.md, regenerated from pipeline/config (a test checks they are current).
 docs: $(STAMP)
 	$(PY) -m pipeline.config.reference --write
 

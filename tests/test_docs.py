@@ -1,8 +1,9 @@
 """Docs that cannot rot: every YAML example in the README and `docs/` parses, and every one
 that is a whole config passes what `pipeline validate` checks (its paths resolved as if
-it sat in the repository's `configs/`); every `pipeline ...` command line shown is one the
-command line accepts; every link to a file of the repository (and to a heading of a page)
-resolves."""
+it sat in the repository's `configs/`); every `pipeline ...` command line shown in a shell
+block is one the command line accepts; every link to a file of the repository (and to a
+heading of a page) resolves. A collection that finds nothing fails: a page whose examples
+stopped being found (a renamed fence, a moved page) must not pass by checking none."""
 from __future__ import annotations
 
 import re
@@ -18,6 +19,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```\s*$", re.S | re.M)
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 INLINE = re.compile(r"`(pipeline [^`]+)`")
+SHELL = ("sh", "bash", "console", "shell")
+COMMAND = re.compile(r"^(?:\$ )?(?:\.venv/bin/)?(?:python3? -m )?pipeline (.*)$")
 PLACEHOLDERS = ("[", "|", "...", "<", "…")  # a synopsis, not a command line
 
 
@@ -29,6 +32,13 @@ def fenced(page: Path) -> list[tuple[str, int, str]]:
     """(language, line, text) of each fenced block of a page."""
     text = page.read_text(encoding="utf-8")
     return [(m.group(1), text.count("\n", 0, m.start()) + 1, m.group(2)) for m in FENCE.finditer(text)]
+
+
+def cases(found: list[tuple[str, str]], what: str) -> list:
+    """`found` as test cases, or one case that fails when there is none."""
+    if found:
+        return [pytest.param(where, text, id=where) for where, text in found]
+    return [pytest.param(None, what, id=f"no {what} found")]
 
 
 def examples() -> list[tuple[str, str]]:
@@ -48,10 +58,11 @@ def configs_folder(tmp_path: Path) -> Path:
     return tmp_path / "configs"
 
 
-@pytest.mark.parametrize("where,body", examples(), ids=[w for w, _ in examples()])
+@pytest.mark.parametrize("where,body", cases(examples(), "YAML example"))
 def test_every_yaml_example_parses_and_a_whole_config_passes_validate(where, body, tmp_path):
     from pipeline.preflight import check
 
+    assert where is not None, f"no {body} in README.md or docs/"
     data = yaml.safe_load(body)
     assert isinstance(data, dict), f"{where}: a YAML example is a mapping (a config or a part of one)"
     if not is_whole_config(data):
@@ -63,14 +74,18 @@ def test_every_yaml_example_parses_and_a_whole_config_passes_validate(where, bod
 
 
 def command_lines() -> list[tuple[str, str]]:
-    """Command lines in fenced blocks (`pipeline ...` or `$ pipeline ...`)."""
+    """Command lines in shell blocks (```sh, ```bash, ```console): `pipeline ...`, `$ pipeline
+    ...`, `.venv/bin/pipeline ...` or `python -m pipeline ...`, as the arguments after
+    `pipeline`, a trailing `# comment` left out."""
     found = []
     for page in PAGES:
         for lang, line, body in fenced(page):
-            for k, text in enumerate(body.splitlines()):
-                text = text.strip().removeprefix("$ ")
-                if text.startswith("pipeline "):
-                    found.append((f"{rel(page)}:{line + 1 + k}", text.split(" #")[0].strip()))
+            if lang not in SHELL:
+                continue
+            for k, text in enumerate(body.replace("\\\n", " ").splitlines()):
+                m = COMMAND.match(text.strip())
+                if m:
+                    found.append((f"{rel(page)}:{line + 1 + k}", "pipeline " + m.group(1).split(" #")[0].strip()))
     return found
 
 
@@ -84,10 +99,11 @@ def mentions() -> list[tuple[str, str]]:
     return found
 
 
-@pytest.mark.parametrize("where,line", command_lines(), ids=[w for w, _ in command_lines()])
+@pytest.mark.parametrize("where,line", cases(command_lines(), "pipeline command line in a shell block"))
 def test_every_command_line_shown_is_accepted(where, line, capsys):
     from pipeline.cli import build_parser
 
+    assert where is not None, f"no {line} in README.md or docs/"
     try:
         build_parser().parse_args(shlex.split(line)[1:])
     except SystemExit:

@@ -74,7 +74,7 @@ def _matched(a, b) -> list[float]:
 @pytest.mark.parametrize("clip,size", [("vtest.mp4", (1920, 1080)), ("bikes.mp4", None)])
 def test_the_detector_input_made_from_the_decoded_picture_gives_the_boxes_of_the_bgr_picture(
         clip, size, sample_path, model_path, tmp_path):
-    """The tolerance the README states: of either way's boxes, 90% have a box of the same
+    """The tolerance docs/outputs.md states: of either way's boxes, 90% have a box of the same
     class at IoU >= 0.5 in the other, with a median IoU of 0.95 or more."""
     import av
     import onnxruntime as ort

@@ -1,8 +1,8 @@
-"""The README's option tables, generated from the config records themselves (their
-fields' types, defaults and docs), so the documentation cannot drift from the code.
+"""The option tables of docs/reference.md, generated from the config records themselves
+(their fields' types, defaults and docs), so the documentation cannot drift from the code.
 
     python -m pipeline.config.reference          # print the tables
-    python -m pipeline.config.reference --write  # replace them in README.md (make docs)
+    python -m pipeline.config.reference --write  # replace them in docs/reference.md (make docs)
 """
 from __future__ import annotations
 
@@ -59,28 +59,31 @@ def reference() -> str:
     for title, cls, prefix in (("Cameras", SourceConfig, "sources[]"), ("Models", ModelConfig, "models.NAME"),
                                ("Outputs", OutputsConfig, "outputs"), ("Metrics", MetricsConfig, "metrics"),
                                ("Runtime", RuntimeConfig, "runtime")):
-        lines += [f"#### {title}", ""] + table(cls, prefix)
-    lines += ["#### Stages (`graph`, in order; the first one is `detect`)", ""]
+        lines += [f"### {title}", ""] + table(cls, prefix)
+    lines += ["### Stages (`graph`, in order; the first one is `detect`)", ""]
     for spec in STAGE_SPECS.values():
         lines += [f"`{spec.type}`: {spec.about}.", ""] + table(spec, f"- {spec.type}")
     return "\n".join(lines + [END])
 
 
-def replace_in(readme: Path) -> bool:
-    """Put the current tables into `readme`; True when it changed."""
-    text = readme.read_text(encoding="utf-8")
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference.md"
+
+
+def replace_in(page: Path) -> bool:
+    """Put the current tables into `page`; True when it changed."""
+    text = page.read_text(encoding="utf-8")
     pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
     if not pattern.search(text):
-        raise SystemExit(f"{readme}: no config reference block ({BEGIN!r} ... {END!r})")
+        raise SystemExit(f"{page}: no config reference block ({BEGIN!r} ... {END!r})")
     new = pattern.sub(lambda _: reference(), text)
     if new != text:
-        readme.write_text(new, encoding="utf-8")
+        page.write_text(new, encoding="utf-8")
     return new != text
 
 
 if __name__ == "__main__":
     if "--write" in sys.argv:
-        changed = replace_in(Path(__file__).resolve().parents[2] / "README.md")
-        print("README.md updated" if changed else "README.md already up to date")
+        changed = replace_in(PAGE)
+        print(f"{PAGE.name} updated" if changed else f"{PAGE.name} already up to date")
     else:
         print(reference())

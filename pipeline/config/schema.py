@@ -4,7 +4,7 @@ Every section of the config is a dataclass whose fields carry their default, a o
 doc and an optional check (`option(...)`). The reader reads a mapping into such a class
 by the fields' annotations, and records every problem with its YAML path
 (`sources[1].uri: file not found: cams/b.mp4`) instead of raising, so a user fixes a
-config in one round. The README's option tables are generated from the same fields
+config in one round. The option tables of docs/reference.md are generated from the same fields
 (`pipeline.config.reference`), so defaults and docs cannot drift apart.
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ INVALID: Any = _Invalid()
 
 def option(default: Any = MISSING, *, doc: str, check: Check | None = None, factory: Callable[[], Any] | None = None,
            read: ReadHook | None = None, shown: str | None = None) -> Any:
-    """A config field. `doc` is its line in the README's option table (`shown` overrides
+    """A config field. `doc` is its line in the option table (docs/reference.md) (`shown` overrides
     how the default is displayed); `check(value)` returns a problem or None; `read`
     replaces reading by annotation (paths, sizes, label files). Without a default the
     field is required."""

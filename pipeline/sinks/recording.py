@@ -1,5 +1,5 @@
 """A camera's recording: the packets the camera sent, copied into time segments by a
-writer of its own (README: "Recordings").
+writer of its own (docs/outputs.md: "Recordings").
 
 The thread that reads the camera (its own, or with `detect_uri` the one that reads its
 main stream) hands over each packet before decoding it (`packet`): a few integer checks

@@ -90,7 +90,7 @@ class Framing:
         link = connection.link
         if link is not None and link.offset is not None and vf.pts is not None:
             frame.record_time = (vf.pts + link.offset) * link.seconds
-        elif self.config.detect_uri:  # the main stream is recorded: matched by time (README: "Recordings")
+        elif self.config.detect_uri:  # the main stream is recorded: matched by time (docs/outputs.md, "Recordings")
             frame.record_time = frame.pts_seconds
         frame.plan = self._plan(vf, t)
         if not frame.plan.run:

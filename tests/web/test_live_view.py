@@ -1,10 +1,13 @@
 """The live web view in a real browser (Debian's headless Chromium, installed by .ci/run):
 both camera tiles with boxes, video that moves, counts and states in the page's DOM;
-the API and metrics on the same port; the token; no work while nobody watches."""
+the API and metrics on the same port; the token; no work while nobody watches.
+`PIPELINE_SCREENSHOTS=docs` writes the page of the first test to `docs/live_view.png`."""
 from __future__ import annotations
 
 import json
+import os
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -71,6 +74,10 @@ def test_the_page_shows_both_cameras_live_with_boxes_counts_and_states(model_pat
         time.sleep(1.0)
         second = capture(d, tiles)
         cv2.imwrite(str(tmp_path / "live_view.png"), cv2.cvtColor(first[0], cv2.COLOR_RGB2BGR))
+        if os.environ.get("PIPELINE_SCREENSHOTS"):
+            folder = Path(os.environ["PIPELINE_SCREENSHOTS"])
+            folder.mkdir(parents=True, exist_ok=True)
+            cv2.imwrite(str(folder / "live_view.png"), cv2.cvtColor(first[0], cv2.COLOR_RGB2BGR))
     finally:
         d.quit()
     for cam, rect in first[1].items():
