@@ -27,7 +27,7 @@ from pipeline.config.outputs import RecordConfig
 from pipeline.errors import one_line
 from pipeline.metrics.snapshot import RecordingStats
 from pipeline.sinks.clips import Held
-from pipeline.sinks.recording_file import SegmentFile, elsewhere, refusal
+from pipeline.sinks.recording_file import RecordingError, SegmentFile, elsewhere, refusal
 from pipeline.sinks.recording_timeline import Link, RecordingSpot, Segment, SegmentPlan
 
 log = logging.getLogger("pipeline.recording")
@@ -35,6 +35,12 @@ log = logging.getLogger("pipeline.recording")
 STALL_S = 2.0  # a connected live stream that sends nothing this long has stalled
 AUDIO_WAITING = 256  # audio packets of a connection held for its first keyframe, at most
 AUDIO = object()  # in the segment slot of a queue item: an audio packet
+
+
+def say_once(said: set[str], camera: str, what: str) -> None:
+    if what not in said:
+        said.add(what)
+        log.warning("camera %s: recording: %s", camera, what)
 
 
 class Recording:
@@ -101,7 +107,8 @@ class Recording:
             for p, pts, dts in link.repair(packet):
                 self._video(p, link, pts, dts)
             if link.stepping:
-                self._say("timestamps missing or not increasing: the recording is timed by the frame rate from here")
+                say_once(self._said, self.camera,
+                         "timestamps missing or not increasing: the recording is timed by the frame rate from here")
             return
         link.last_dts = dts
         if link.max_pts is None or pts > link.max_pts:
@@ -117,7 +124,10 @@ class Recording:
         if self._queue.full():
             self._drop(link, pts)
             return
-        segment = self._keyframe(link, pts, dts) if key else None
+        try:
+            segment = self._keyframe(link, pts, dts) if key else None
+        except RecordingError as e:  # its container cannot hold the video: found before any row names the file
+            return self.failed(e)
         if self._hole is not None:
             self._hole[1] = (pts + link.offset) * link.seconds
             self._hole = None
@@ -150,7 +160,7 @@ class Recording:
             self.stats.gaps += 1
             self._hole = [(pts + link.offset) * link.seconds, math.inf]
             self.plan.segments[-1].holes.append(self._hole)
-            self._say("the writer fell behind: packets dropped up to the next keyframe")
+            say_once(self._said, self.camera, "the writer fell behind: packets dropped up to the next keyframe")
 
     def _keyframe(self, link: Link, pts: int, dts: int) -> Segment | None:
         """The segment this keyframe starts (None: it goes on in the current one)."""
@@ -161,11 +171,6 @@ class Recording:
                         wall_s=time.perf_counter() - self.origin if self.live else None)
             self._last_link = link
         return self.plan.keyframe(link, (pts + link.offset) * link.seconds, dts + link.offset)
-
-    def _say(self, what: str) -> None:
-        if what not in self._said:
-            self._said.add(what)
-            log.warning("camera %s: recording: %s", self.camera, what)
 
     # -- the analysis' side ----------------------------------------------------------
     def spot(self, t: float | None) -> RecordingSpot | None:
@@ -274,7 +279,8 @@ class RecordingWriter:
             if why is not None:
                 audio = None
                 self.stats.audio = f"left out: the {ext} container cannot hold {link.audio_codec} ({why})"
-                self.recording._say(f"audio {self.stats.audio}; {elsewhere(link.audio, link.audio_codec)}")
+                say_once(self.recording._said, self.recording.camera,
+                         f"audio {self.stats.audio}; {elsewhere(link.audio, link.audio_codec)}")
             else:
                 self.stats.audio = "copied"
         self._file = SegmentFile(segment.path, link.video, link.codec, audio)
@@ -310,7 +316,7 @@ class RecordingWriter:
             if state != "failed":
                 self.recording.failed(e)
             return
-        if state != "failed":
+        if state != "failed" and self.stats.state != "failed":  # a recording refused before its writer began
             self.stats.state = state
 
     def stop(self, timeout: float) -> None:

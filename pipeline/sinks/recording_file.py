@@ -53,17 +53,23 @@ def elsewhere(stream, codec: str) -> str:
     return f"record to {' or '.join(holders)} to keep it" if holders else "no container recorded here holds it"
 
 
+def check_holds(path: str, video, codec: str) -> str:
+    """The file's extension, once it is known to hold the camera's video (else `RecordingError`)."""
+    ext = os.path.splitext(path)[1].lower()
+    why = refusal(ext, video, codec)
+    if why is not None:
+        raise RecordingError(f"the {ext} container cannot hold {codec} video ({why}); "
+                             f"{elsewhere(video, codec)} (outputs.record.filename)")
+    return ext
+
+
 class SegmentFile:
     """A segment being written: its streams made from `video` (of `codec`) and `audio`
     (None: none)."""
 
     def __init__(self, path: str, video, codec: str, audio=None):
         self.path = path
-        ext = os.path.splitext(path)[1].lower()
-        why = refusal(ext, video, codec)
-        if why is not None:
-            raise RecordingError(f"the {ext} container cannot hold {codec} video ({why}); "
-                                 f"{elsewhere(video, codec)} (outputs.record.filename)")
+        ext = check_holds(path, video, codec)
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         self.container = av.open(path, "w", format=FORMATS[ext], options=options_for(ext))
         try:

@@ -26,6 +26,7 @@ from typing import Callable
 
 import av
 
+from pipeline.sinks.recording_file import check_holds
 from pipeline.sinks.segments import SegmentClock
 
 HOLD = 16  # packets of a connection held back at most while they have a pts but no dts yet
@@ -197,6 +198,7 @@ class SegmentPlan:
         if stamp is None:
             return None
         path = self.path(stamp)
+        check_holds(path, link.video, link.codec)  # (RecordingError)
         segment = Segment(os.path.relpath(path, self.root), path, t, base, link.time_base, link.width, link.height,
                           link.params)
         self.segments = self.segments[-KEEP_SEGMENTS + 1:] + [segment]
