@@ -17,6 +17,7 @@ from pipeline.sinks.preview import Preview
 from pipeline.sinks.retention import OutputRetention
 from pipeline.sinks.views import Views, annotates
 from pipeline.sinks.written import WrittenIndex
+from pipeline.web.recordings import RecordingFiles
 from pipeline.web.server import WebServer
 
 class Run(Runs, Protocol):
@@ -35,6 +36,14 @@ class Run(Runs, Protocol):
         """The cameras whose files this run wrote (retention removes only theirs), each with
         its recording's file name (None: it has no recording)."""
         ...
+
+
+def record_names(pipeline: Run) -> list[str]:
+    """The recordings' file name templates the page serves: the config's (files of earlier
+    runs too) and those of cameras added while running."""
+    out = pipeline.config.outputs
+    configured = [out.record.filename] + [out.record_for(s.record).filename for s in pipeline.config.sources]
+    return configured + [name for name in pipeline.cameras_written().values() if name]
 
 
 class SideOutputs:
@@ -59,8 +68,10 @@ class SideOutputs:
         self.web: WebServer | None = None
         if out.web is not None and self.preview is not None:
             control = CameraControl(pipeline, pipeline.config) if out.web.control else None
+            recordings = RecordingFiles(out.dir, lambda: record_names(pipeline), out.jsonl.filename)
             self.web = WebServer(out.web, pipeline.snapshot, self.preview, cameras=lambda: pipeline.metrics.cameras,
-                                 events=self.recent.newest, evidence_dir=out.dir, control=control)
+                                 events=self.recent.newest, evidence_dir=out.dir, control=control,
+                                 recordings=recordings)
 
     def start(self) -> None:
         for part in (self.events, self.evidence, self.retention, self.web):

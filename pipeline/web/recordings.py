@@ -14,10 +14,11 @@ at a boundary holds, up to the next keyframe, rows of the previous recording).
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from pipeline.config.outputs import stamped
 from pipeline.config.sources import CAMERA_ID
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 TYPES = {".mp4": "video/mp4", ".mov": "video/quicktime", ".mkv": "video/x-matroska"}
 
 
+@functools.lru_cache(maxsize=64)
 def name_pattern(template: str) -> re.Pattern:
     """The names a recording template gives, with the camera and the stamp as groups."""
     parts = re.split(r"(\{camera\}|\{start\})", stamped(template))
@@ -47,18 +49,22 @@ def name_pattern(template: str) -> re.Pattern:
 
 
 class RecordingFiles:
-    def __init__(self, root: str, templates: list[str], jsonl: str):
-        """`templates`: the recordings' file name templates, `jsonl` the JSON lines' (both
+    def __init__(self, root: str, templates: Callable[[], Iterable[str]], jsonl: str):
+        """`templates`: the recordings' file name templates now (asked at each request: a
+        camera added while running may name its own), `jsonl` the JSON lines' (both
         relative to `root`, `outputs.dir`)."""
         self.root = root
-        self.templates = list(dict.fromkeys(templates))
+        self._templates = templates
         self.jsonl = jsonl
-        self._names = [name_pattern(t) for t in self.templates]
+
+    @property
+    def templates(self) -> list[str]:
+        return list(dict.fromkeys(self._templates()))
 
     def camera_of(self, path: str) -> str | None:
         """The camera whose recording `path` names (None: no recording's name)."""
-        for pattern in self._names:
-            m = pattern.fullmatch(path)
+        for template in self.templates:
+            m = name_pattern(template).fullmatch(path)
             if m:
                 return m.group("camera")
         return None

@@ -53,7 +53,7 @@ def out(tmp_path) -> Path:
 @pytest.fixture
 def base(out):
     preview = Preview()
-    files = RecordingFiles(str(out), ["{camera}.rec.{start}.mp4"], "{camera}.jsonl")
+    files = RecordingFiles(str(out), lambda: ["{camera}.rec.{start}.mp4"], "{camera}.jsonl")
     server = WebServer(WebConfig(port=0, token=TOKEN), Snapshot, preview, recordings=files)
     server.start()
     yield f"http://127.0.0.1:{server.port}"
@@ -113,3 +113,14 @@ def test_the_boxes_of_a_recording_are_the_rows_that_point_into_it_by_their_time_
     assert [f["t"] for f in frames(f"recording={SECOND}&from=0.5&to=0.8")] == [0.5, 0.6, 0.7, 0.8]
     assert get(f"{base}/api/boxes?recording=door.mp4", AUTH)[0] == 404
     assert get(f"{base}/api/boxes?recording={FIRST}")[0] == 401
+
+
+def test_a_template_named_after_start_is_served_at_once(out):
+    """A camera added while running may name its recordings its own way."""
+    (out / "gate.own.20261201T120000Z.mkv").write_bytes(b"mkv")
+    templates = ["{camera}.rec.{start}.mp4"]
+    files = RecordingFiles(str(out), lambda: templates, "{camera}.jsonl")
+    assert files.file("gate.own.20261201T120000Z.mkv") is None
+    templates.append("{camera}.own.{start}.mkv")
+    assert files.file("gate.own.20261201T120000Z.mkv") == str(out / "gate.own.20261201T120000Z.mkv")
+    assert [s["file"] for s in files.segments("gate")] == ["gate.own.20261201T120000Z.mkv"]

@@ -1,0 +1,124 @@
+"""A recording played on the page in headless Chromium (Debian's, which decodes H.264):
+a real run records a made clip in segments with the page on; the camera's `recordings`
+button lists them, one plays, and the boxes of the JSON lines rows that point into it are
+drawn over the picture the video shows. `PIPELINE_SCREENSHOTS=docs` writes the player to
+`docs/recording_playback.png`."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import av
+import cv2
+import numpy as np
+import pytest
+
+from conftest import detector_model
+from pipeline.drawing import class_color
+from web_support import browser, running  # noqa: F401  (a fixture)
+
+pytest.importorskip("skimage.data", reason="scikit-image provides the photo moved in the synthetic clip")
+from synthetic import Mover, picture, render  # noqa: E402
+
+FPS, FRAMES, SIZE = 10, 40, (640, 360)
+KEYFRAMES = ("libx264", {"crf": "20", "preset": "veryfast", "x264-params": "keyint=10:min-keyint=10:scenecut=0"})
+VIDEO = "const v = document.querySelector('#player video');"
+
+
+def wait_for(condition, seconds: float = 30):
+    deadline = time.monotonic() + seconds
+    while True:
+        value = condition()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.1)
+
+
+def shown_frame(recording: Path, picture_shown: np.ndarray) -> float:
+    """The time, in the recording's clock, of its picture nearest to what the page shows
+    (the top two thirds: the player's controls cover the bottom when paused)."""
+    h, w = picture_shown.shape[:2]
+    best = (float("inf"), 0.0)
+    with av.open(str(recording)) as f:
+        for frame in f.decode(video=0):
+            image = cv2.resize(frame.to_ndarray(format="rgb24"), (w, h), interpolation=cv2.INTER_AREA)
+            diff = np.abs(image[:h * 2 // 3].astype(int) - picture_shown[:h * 2 // 3].astype(int)).mean()
+            best = min(best, (diff, float(frame.time)))
+    return best[1]
+
+
+def outline_drawn(shot: np.ndarray, box: tuple[float, float, float, float], rgb: tuple[int, int, int]) -> float:
+    """The share of points along the rectangle's weakest side with a pixel of `rgb` within 3 px."""
+    x1, y1, x2, y2 = box
+    hit = (np.abs(shot.astype(int) - np.array(rgb)).sum(axis=2) < 60)
+    sides = []
+    for ends, vertical in ((((x1, y1), (x2, y1)), False), (((x1, y2), (x2, y2)), False),
+                           (((x1, y1), (x1, y2)), True), (((x2, y1), (x2, y2)), True)):
+        (ax, ay), (bx, by) = ends
+        found = 0
+        points = [(ax + (bx - ax) * i / 19, ay + (by - ay) * i / 19) for i in range(1, 19)]
+        for x, y in points:
+            x, y = round(x), round(y)
+            near = hit[y, x - 3:x + 4] if vertical else hit[y - 3:y + 4, x]
+            found += bool(near.any())
+        sides.append(found / len(points))
+    return min(sides)
+
+
+def test_a_recording_plays_on_the_page_with_the_boxes_of_the_picture_shown(model_path, running, tmp_path):
+    clip = str(tmp_path / "walk.mp4")
+    render([Mover(picture("astronaut", 160), (-40, 40), (520, 40))], clip, frames=FRAMES, size=SIZE, fps=FPS,
+           codec=KEYFRAMES)
+    p = running({"sources": [{"id": "lab", "uri": clip}], "models": {"det": detector_model(model_path)},
+                 "graph": [{"detect": {"model": "det"}}, "track"],
+                 "outputs": {"video": {"enabled": False}, "record": {"enabled": True, "segment_s": 2},
+                             "web": {"port": 0}}})
+    assert p.wait(120), "the run did not end"
+    out = tmp_path / "out"
+    rows = [json.loads(line) for line in (out / "detections.jsonl").read_text().splitlines()]
+    d = browser()
+    try:
+        d.get(f"http://127.0.0.1:{p.side.web.port}/")
+        button = wait_for(lambda: next(iter(b for b in d.find_elements("css selector", '.tile[data-camera="lab"] '
+                                                                      'button.recordings') if b.is_displayed()), None))
+        assert button, "no recordings button on the camera's tile"
+        button.click()
+        segments = wait_for(lambda: d.find_elements("css selector", "#segment-list button[data-file]"))
+        assert segments, "no segments listed"
+        files = [b.get_attribute("data-file") for b in segments]
+        newest = files[0]
+        segments[0].click()
+        playing = wait_for(lambda: d.execute_script(VIDEO + "return !v.paused && v.readyState >= 2 "
+                                                    "&& v.currentTime > 0.3 && v.currentTime"), 20)
+        time.sleep(0.4)
+        later = d.execute_script(VIDEO + "return v.currentTime")
+        d.execute_script(VIDEO + "v.pause()")
+        time.sleep(0.5)  # the frame callback of the last picture has drawn its boxes
+        state = d.execute_script(VIDEO + "return {rect: v.getBoundingClientRect().toJSON(), w: v.videoWidth, "
+                                 "h: v.videoHeight, error: v.error && v.error.code, drawn: player.drawn}")
+        shot = cv2.cvtColor(cv2.imdecode(np.frombuffer(d.get_screenshot_as_png(), np.uint8), cv2.IMREAD_COLOR),
+                            cv2.COLOR_BGR2RGB)
+    finally:
+        d.quit()
+    cv2.imwrite(str(tmp_path / "recording_playback.png"), cv2.cvtColor(shot, cv2.COLOR_RGB2BGR))
+    if os.environ.get("PIPELINE_SCREENSHOTS"):
+        folder = Path(os.environ["PIPELINE_SCREENSHOTS"])
+        folder.mkdir(parents=True, exist_ok=True)
+        cv2.imwrite(str(folder / "recording_playback.png"), cv2.cvtColor(shot, cv2.COLOR_RGB2BGR))
+    assert sorted(files, reverse=True) == files and len(files) == 2  # two segments of 2 s, newest first
+    assert playing and later > playing and state["error"] is None  # decoded and playing
+    # the picture shown, as the element fits it, and the row of that picture
+    r, k = state["rect"], min(state["rect"]["width"] / state["w"], state["rect"]["height"] / state["h"])
+    left, top = r["x"] + (r["width"] - state["w"] * k) / 2, r["y"] + (r["height"] - state["h"] * k) / 2
+    shown = shot[round(top):round(top + state["h"] * k), round(left):round(left + state["w"] * k)]
+    t = shown_frame(out / newest, shown)
+    row = next(x for x in rows if x["recording"] == newest and abs(x["recording_time"] - t) < 0.5 / FPS)
+    people = [x for x in row["detections"] if x["class"] == "person"]
+    assert people and state["drawn"] == len(row["detections"])
+    b, g, red = class_color(0)
+    for person in people:
+        x1, y1, x2, y2 = person["box"]
+        on_screen = (left + x1 * k, top + y1 * k, left + x2 * k, top + y2 * k)
+        assert outline_drawn(shot, on_screen, (red, g, b)) > 0.8, (row["seq"], t, person["box"])
