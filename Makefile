@@ -22,8 +22,12 @@ fetch: $(STAMP)
 run: fetch
 	$(PY) -m pipeline run --config configs/cameras.yaml --output out --report out/report.json
 
+# In parallel (on 2 cores most tests wait on clocks, sockets and subprocesses), then the
+# tests that start a Ray cluster of their own, alone.
 test: fetch
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 3 -m "not serial"; parallel=$$?; \
+	$(PY) -m pytest -q -m serial; serial=$$?; \
+	exit $$(( parallel || serial ))
 
 bench: fetch
 	$(PY) -m pipeline bench --config configs/bench.yaml --frames 150 --live --load-sweep --out bench

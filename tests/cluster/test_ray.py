@@ -36,8 +36,8 @@ def _unavailable() -> str | None:
 _MISSING = _unavailable()
 if _MISSING and os.environ.get("CI", "").lower() in ("1", "true", "yes"):
     raise RuntimeError(f"CI: the cluster tests cannot run: {_MISSING}")
-# one Ray cluster at a time on this machine, also when the tests run in parallel (xdist)
-pytestmark = [pytest.mark.skipif(_MISSING is not None, reason=_MISSING or ""), pytest.mark.xdist_group("ray")]
+# each test starts a Ray cluster of its own: `make test` runs them alone, after the rest
+pytestmark = [pytest.mark.skipif(_MISSING is not None, reason=_MISSING or ""), pytest.mark.serial]
 
 
 def scenario(config: dict, tmp_path, *extra: str) -> dict:
