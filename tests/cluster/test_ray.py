@@ -18,6 +18,10 @@ import yaml
 from conftest import ROOT, cut_clip, detector_model, frame_count, read_jsonl, run_pipeline
 
 SCENARIO = ROOT / "tests" / "support" / "ray_scenario.py"
+# A network namespace of its own (Ray binds every interface) and a PID namespace: the
+# cluster sees no other test's Ray processes (`--address auto` finds its own), and when the
+# namespace's first process ends, on a timeout too, every process in it goes with it.
+ISOLATED = ["unshare", "--fork", "--pid", "--mount-proc", "--kill-child", "-n"]
 
 
 def _unavailable() -> str | None:
@@ -27,9 +31,9 @@ def _unavailable() -> str | None:
         return "Ray is not installed (pip install '.[cluster]')"
     if not shutil.which("unshare") or os.geteuid() != 0:
         return "a private network namespace for Ray needs unshare as root (as CI runs)"
-    r = subprocess.run(["unshare", "-n", "true"], capture_output=True)
+    r = subprocess.run([*ISOLATED, "true"], capture_output=True)
     if r.returncode != 0:
-        return f"unshare -n is not permitted here: {r.stderr.decode().strip()}"
+        return f"unshare (network and PID namespaces) is not permitted here: {r.stderr.decode().strip()}"
     return None
 
 
@@ -45,7 +49,7 @@ def scenario(config: dict, tmp_path, *extra: str) -> dict:
     path.write_text(yaml.safe_dump(config))
     result = tmp_path / "result.json"
     cmd = f"ip link set lo up && exec {sys.executable} {SCENARIO} {path} {result} {' '.join(extra)}"
-    r = subprocess.run(["unshare", "-n", "sh", "-c", cmd], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    r = subprocess.run([*ISOLATED, "sh", "-c", cmd], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0 and result.exists(), r.stderr[-3000:]
     return json.loads(result.read_text())
 
@@ -153,7 +157,7 @@ wait $RUN
 echo "run exit $?"
 {py} cluster status 2> {tmp_path / 'status-after.err'}; echo "status after $?"
 """
-    r = subprocess.run(["unshare", "-n", "sh", "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=400)
+    r = subprocess.run([*ISOLATED, "sh", "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=400)
     err = lambda name: (tmp_path / f"{name}.err").read_text()  # noqa: E731
     assert "run exit 0" in r.stdout, (r.stdout, err("run")[-2000:])
     assert "same folder 2" in r.stdout and "is in use by another run (pid" in err("same-folder")

@@ -103,14 +103,14 @@ def test_a_looping_camera_writes_segments_that_play_and_add_up(tmp_path, slow_cl
 def test_retention_keeps_the_folder_within_budget_and_memory_stays_flat(tmp_path, slow_clip, model_path,
                                                                          write_config):
     out = tmp_path / "out"
-    budget = 400_000
+    budget = 100_000  # a few of its 1-s segments
     config = looping(slow_clip, model_path, out, video={"segment_s": 1}, retain={"max_gb": budget / 1e9})
     snap, samples = run_for(config, write_config, 32, sample=lambda: (rss_mib(), folder_bytes(out)))
     pairs = segment_files(str(out / "cam.{start}.mp4"))
     biggest = max(os.path.getsize(p) for _, p in pairs)
     assert all(size <= budget + 3 * biggest for _, size in samples), (budget, biggest, samples)
     removed = snap.retention["outputs"]
-    assert removed.removed_files >= 20 and removed.kept_bytes <= budget + 3 * biggest
+    assert removed.removed_files >= 15 and removed.kept_bytes <= budget + 3 * biggest
     assert "retention outputs: removed" in summary_table(snap)
     rss = [r for r, _ in samples[12:]]  # after a 12 s warm-up: about 12 segments written, most removed
     quarter = len(rss) // 4
