@@ -37,11 +37,11 @@ def frame_events(records: list[dict]) -> list[dict]:
     return [e for r in records for e in r.get("events", [])]
 
 
-def run(cfg: dict, write_config, during=None) -> dict:
+def run(cfg: dict, write_config, during=None, max_frames: int | None = None) -> dict:
     from pipeline.config import load_config
     from pipeline.graph import Pipeline
 
-    p = Pipeline(load_config(write_config(cfg)))
+    p = Pipeline(load_config(write_config(cfg)), max_frames=max_frames)
     p.start()
     if during:
         during(p)
@@ -54,14 +54,14 @@ def test_the_tracking_configs_events_arrive_in_order_equal_to_the_json_lines(tmp
     broker = Mosquitto(tmp_path / "broker").start()
     sub = Subscriber(broker.port)
     try:
-        snap = run(tracking_config(tmp_path, broker.port, realtime=False), write_config)
+        snap = run(tracking_config(tmp_path, broker.port, realtime=False), write_config, max_frames=400)
         expected = frame_events(read_jsonl(str(tmp_path / "out" / "detections.jsonl")))
         got = sub.wait_for(len(expected), 20)
     finally:
         sub.close()
         broker.stop()
     crossings = [e for e in expected if e["event"] == "cross"]
-    assert len(crossings) >= 10  # the sample clips really have crossings
+    assert len(crossings) >= 5  # the sample clips really have crossings
     assert all(isinstance(m["time"], float) for m in got)  # when it was written (a file run's JSON lines leave it out)
     for cam in ("campus", "street"):
         assert [{k: v for k, v in m.items() if k != "time"} for m in got if m["camera"] == cam] == \

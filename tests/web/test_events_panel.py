@@ -25,7 +25,7 @@ from pipeline.metrics.snapshot import Snapshot
 from pipeline.sinks.event_evidence import RecentEvents, Snapshots
 from pipeline.sinks.preview import Preview
 from pipeline.web.server import WebServer
-from web_support import browser, get, live_config, raw, running  # noqa: F401  (a fixture)
+from web_support import browser, get, live_config, raw, running, wait_for  # noqa: F401  (a fixture)
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -152,15 +152,6 @@ def test_a_clip_is_served_in_byte_ranges(serve, evidence):
 
 
 # -- the panel in a browser ------------------------------------------------------------------
-def wait_for(condition, seconds: float = 60):
-    deadline = time.monotonic() + seconds
-    while True:
-        value = condition()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.3)
-
-
 def event_records(jsonl: Path, camera: str, count: int) -> list[dict]:
     """The first frames of `camera` that carry analytics events, once `count` are written."""
     def found() -> list[dict]:

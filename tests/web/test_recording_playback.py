@@ -17,7 +17,7 @@ import pytest
 
 from conftest import detector_model
 from pipeline.drawing import class_color
-from web_support import browser, running  # noqa: F401  (a fixture)
+from web_support import browser, running, wait_for  # noqa: F401  (a fixture)
 
 pytest.importorskip("skimage.data", reason="scikit-image provides the photo moved in the synthetic clip")
 from synthetic import Mover, picture, render  # noqa: E402
@@ -25,15 +25,6 @@ from synthetic import Mover, picture, render  # noqa: E402
 FPS, FRAMES, SIZE = 10, 40, (640, 360)
 KEYFRAMES = ("libx264", {"crf": "20", "preset": "veryfast", "x264-params": "keyint=10:min-keyint=10:scenecut=0"})
 VIDEO = "const v = document.querySelector('#player video');"
-
-
-def wait_for(condition, seconds: float = 30):
-    deadline = time.monotonic() + seconds
-    while True:
-        value = condition()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.1)
 
 
 def shown_frame(recording: Path, picture_shown: np.ndarray) -> float:

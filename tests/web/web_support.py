@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import time
 import urllib.error
 import urllib.request
 
@@ -84,3 +85,13 @@ def browser(width: int = 1320, height: int = 820):
         opts.add_argument(arg)
     opts.binary_location = CHROMIUM
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+
+
+def wait_for(condition, seconds: float = 60, every: float = 0.1):
+    """`condition()`'s first true value, or its last value after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = condition()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(every)
