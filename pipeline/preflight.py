@@ -130,12 +130,16 @@ def check(config_path: str, output_dir: str | None = None, report: str | None = 
     if adjust is not None:
         config, found = adjust(config)
         problems += found
-    elif too_many := cameras_problem(config.sources, config.outputs):
+    too_many = None if adjust is not None else cameras_problem(config.sources, config.outputs)  # adjust: its own
+    if too_many:
         problems.append(f"sources: {too_many}")
     checked = Checked(config)
     if models:
         checked.models, found = open_models(config)
         problems += found
+    if too_many:  # each camera's own checks (a probe, its file names) would take hours
+        checked.problems = list(dict.fromkeys(problems))
+        return checked
     problems += output_problems(config, create=for_run and not problems)
     if not for_run:
         problems += [f"sources[{i}].{field}: {msg}" for i, s in enumerate(config.sources)

@@ -161,3 +161,17 @@ def test_the_shipped_configs_pass_every_check(tmp_path):
     for path in sorted((ROOT / "configs").glob("*.yaml")):
         checked = check(str(path), output_dir=str(tmp_path / path.stem), for_run=False)
         assert checked.problems == [], (path.name, checked.problems)
+
+
+def test_more_cameras_than_the_machine_holds_are_refused_without_checking_each(tmp_path, model_path, sample_path,
+                                                                              monkeypatch):
+    """100,000 cameras took hours in `validate`: every camera's file names against every
+    other's, and a probe of each one's uri. Over the limit, the limit is the answer."""
+    from pipeline.config.limits import machine
+
+    monkeypatch.setattr("pipeline.config.limits.CAMERA_BYTES", machine().memory // 4)  # a machine for 2 cameras
+    (tmp_path / "text.mp4").write_text("not a video: only a probe finds out")
+    data = base(model_path, sample_path)
+    data["sources"] = [{"id": f"c{i}", "uri": str(tmp_path / "text.mp4")} for i in range(3)]
+    problems = problems_of(data, tmp_path)
+    assert len(problems) == 1 and problems[0].startswith("sources: 3 cameras are over the limit of 2"), problems

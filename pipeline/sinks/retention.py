@@ -57,7 +57,7 @@ class Retention:
 
     def _files(self) -> list[tuple[float, int, str]]:
         """(modification time, size, path) of every file this retention may remove, oldest first."""
-        root = os.path.realpath(self.root)
+        root = os.path.realpath(self.index.root)  # the output folder's: not a link under it (`events`)
         found, gone = [], []
         for relative, camera in self.index.entries().items():
             path = os.path.join(self.index.root, relative)

@@ -9,7 +9,9 @@ Every process writing the folder (a cluster's hosts) appends whole lines under a
 advisory lock (`flock`); when the removed entries outnumber the live ones the file is
 rewritten without them (atomically, under the same lock: a reader sees the old file
 or the new one). A line torn by a full disk is cut back off (`append_whole`), and a
-line that cannot be written waits for the next one.
+line that cannot be written waits for the next one. A record that cannot be read (a
+folder, a lost permission) holds nothing, said once: retention then removes nothing; a
+line that is not a sound entry (hand-edited, corrupt, a path with a NUL) is skipped.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ class WrittenIndex:
         self.path = os.path.join(self.root, INDEX)
         self._waiting: list[str] = []  # lines a full disk refused: written with the next ones
         self._lock = threading.Lock()
+        self._unreadable = False  # said once that the record cannot be read
 
     def add(self, camera: str, path: str) -> None:
         """`path` was created by one of `camera`'s writers (SHARED: by all of them)."""
@@ -53,20 +56,26 @@ class WrittenIndex:
 
     def compact(self) -> None:
         """Rewrite the index without its removed entries, once they outnumber the live ones."""
-        with self._locked():
-            live, dead = self._read()
-            if dead < max(COMPACT_AFTER, len(live)):
-                return
-            tmp = f"{self.path}.{os.getpid()}.tmp"
-            try:
-                with open(tmp, "w", encoding="utf-8") as f:
-                    f.writelines(json.dumps({"camera": c, "path": p}, separators=(",", ":")) + "\n"
-                                 for p, c in live.items())
-                os.replace(tmp, self.path)  # under the old file's lock: appenders wait, then reopen
-            except OSError as e:
-                log.warning("retention: the index %s could not be rewritten: %s", self.path, e.strerror or e)
-                if os.path.exists(tmp):
-                    os.remove(tmp)
+        try:
+            with self._locked():
+                self._rewrite()
+        except OSError:
+            pass  # the record cannot be opened: `_read` said so
+
+    def _rewrite(self) -> None:
+        live, dead = self._read()
+        if dead < max(COMPACT_AFTER, len(live)):
+            return
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.writelines(json.dumps({"camera": c, "path": p}, separators=(",", ":")) + "\n"
+                             for p, c in live.items())
+            os.replace(tmp, self.path)  # under the old file's lock: appenders wait, then reopen
+        except OSError as e:
+            log.warning("retention: the index %s could not be rewritten: %s", self.path, e.strerror or e)
+            if os.path.exists(tmp):
+                os.remove(tmp)
 
     def _read(self) -> tuple[dict[str, str], int]:
         live: dict[str, str] = {}
@@ -76,16 +85,23 @@ class WrittenIndex:
                 data = f.read()
         except FileNotFoundError:
             return live, 0
+        except OSError as e:
+            if not self._unreadable:
+                log.warning("retention: the index %s cannot be read (%s): nothing is removed while it cannot",
+                            self.path, e.strerror or e)
+            self._unreadable = True
+            return live, 0
         for raw in data.split(b"\n")[:-1]:  # the last piece has no newline: torn, or empty
             try:
                 record = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested past the decoder's depth
                 continue
             if not isinstance(record, dict):
                 continue
             if isinstance(record.get("removed"), str):
                 dead += live.pop(record["removed"], None) is not None
-            elif isinstance(record.get("path"), str) and isinstance(record.get("camera"), str):
+            elif isinstance(record.get("path"), str) and isinstance(record.get("camera"), str) \
+                    and "\0" not in record["path"]:
                 live[record["path"]] = record["camera"]
         return live, dead
 

@@ -198,6 +198,7 @@ def test_class_ids_beyond_the_labels_are_an_error_not_a_number(tmp_path, short_c
     assert re.search(r"error: models\.det: .*class id \d+ is beyond the model's 2 labels", r.stderr), r.stderr
 
 
+@pytest.mark.serial  # timed against the wall clock: alone, after the parallel part of `make test`
 @pytest.mark.parametrize("delay", [0.2, 0.8, 1.6])
 def test_ctrl_c_while_starting_exits_130_quietly(tmp_path, sample_path, model_path, delay):
     cfg = {"sources": [{"id": "cam", "uri": sample_path("bikes.mp4"), "realtime": True}],

@@ -118,6 +118,7 @@ def test_an_rtsp_stream_goes_through_the_whole_pipeline(tmp_path, server, model_
     assert 1.0 < times[-1] - times[0] < 4.0  # 29 intervals of a 15 fps camera
 
 
+@pytest.mark.serial  # timed against the wall clock: alone, after the parallel part of `make test`
 def test_server_killed_mid_stream_reconnects_while_the_file_camera_goes_on(tmp_path, server, model_path,
                                                                             sample_path, write_config):
     srv = server("--pattern", "ball", "--size", "320x240", "--fps", "15")
@@ -185,6 +186,7 @@ def test_a_resolution_change_after_reconnect_starts_a_new_segment(tmp_path, serv
     assert frame_count(str(first)) + frame_count(str(second)) == p.snapshot().cameras["door"].processed
 
 
+@pytest.mark.serial  # timed against the wall clock: alone, after the parallel part of `make test`
 def test_overloaded_live_camera_drops_oldest_and_latency_stays_bounded(tmp_path, server, write_config):
     """The camera sends 30 fps, the (deliberately slow) model manages far fewer: frames are
     dropped and counted, and latency stays near one service time instead of growing. The

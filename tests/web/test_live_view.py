@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from pipeline.drawing import class_color
 from web_support import browser, get, live_config, running  # noqa: F401  (a fixture)
@@ -41,6 +42,7 @@ def capture(d, tiles: dict) -> tuple[np.ndarray, dict[str, dict]]:
     return cv2.cvtColor(cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB), rects
 
 
+@pytest.mark.serial  # timed against the wall clock: alone, after the parallel part of `make test`
 def test_the_page_shows_both_cameras_live_with_boxes_counts_and_states(model_path, sample_path, running, tmp_path):
     import cv2
     from selenium.webdriver.common.by import By
