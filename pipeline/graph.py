@@ -47,12 +47,15 @@ log = logging.getLogger("pipeline.graph")
 
 
 def detect_gate(config: Config, engines: EngineRegistry, s: SourceConfig, feedbacks: TrackFeedbacks) -> DetectGate:
-    """Which of the camera's frames its detector sees; a file camera's gate waits for the
-    tracks it reads (the same decisions however far the graph got), a live one's never."""
+    """Which of the camera's frames its detector sees. Only a gate on motion reads the
+    camera's tracks (a file camera's waits for them: the same decisions however far the
+    graph got, a live one's never); for the others the tracker hands back nothing."""
     entry = entry_stage(config.graph)
     assert entry is not None
-    return DetectGate(entry.rate(s.id), s.motion, max(config.models[entry.model].input_size),
-                      engines.regions_per_run(entry.model), feedbacks.open(s.id, wait=not s.live))
+    rate = entry.rate(s.id)
+    feedback = feedbacks.open(s.id, wait=not s.live) if rate.motion else None
+    return DetectGate(rate, s.motion, max(config.models[entry.model].input_size),
+                      engines.regions_per_run(entry.model), feedback)
 
 
 class Pipeline:

@@ -34,3 +34,18 @@ def test_cameras_added_to_an_empty_pipeline_get_the_sink_workers_of_cameras_conf
     finally:
         empty.stop(abort=True)
         empty.close(timeout=10)
+
+
+def test_the_tracker_hands_its_tracks_back_only_to_cameras_gated_on_motion(tmp_path, short_clips, model_path,
+                                                                            write_config):
+    """The tracks go back to a camera's gate on every frame; with nobody reading them they
+    would pile up for as long as the camera runs."""
+    cfg = {"sources": [{"id": cam, "uri": short_clips["vtest"]} for cam in ("gated", "every")],
+           "models": {"det": detector_model(model_path)},
+           "graph": [{"detect": {"model": "det", "cameras": {"gated": {"motion": True}}}}, "track"],
+           "outputs": {"dir": str(tmp_path / "out"), "video": {"enabled": False}}}
+    p = Pipeline(load_config(write_config(cfg)))
+    try:
+        assert p.feedbacks.get("gated") is not None and p.feedbacks.get("every") is None
+    finally:
+        p.close()
