@@ -61,6 +61,7 @@ class Detections:
     attributes: dict[str, Attribute] = field(default_factory=dict)
     predicted: np.ndarray | None = None  # per row: the tracker's box, not the detector's (None: all detected)
     stationary: np.ndarray | None = None  # per row: its track has not moved for `track.stationary_s` (None: none)
+    origin: np.ndarray | None = None  # per row: its track's first detected box, x1 y1 x2 y2 (NaN: no track; None: unknown)
 
     @classmethod
     def empty(cls, names: ClassNames | None = None) -> "Detections":
@@ -73,19 +74,21 @@ class Detections:
     def extended(self, other: "Detections") -> "Detections":
         """These rows, then `other`'s (say, the boxes a tracker kept beside a run's own);
         a per-row column only one of them has is filled in for the other's rows (no track,
-        detected, not stationary). Classifier attributes come later: neither has any."""
+        detected, not stationary, no origin). Classifier attributes come later: neither has any."""
         assert not self.attributes and not other.attributes
 
         def column(a: np.ndarray | None, b: np.ndarray | None, fill: object) -> np.ndarray | None:
             if a is None and b is None:
                 return None
-            a = np.full(len(self), fill) if a is None else a
-            return np.concatenate([a, np.full(len(other), fill) if b is None else b])
+            row = (a if a is not None else b).shape[1:]  # type: ignore[union-attr]
+            a = np.full((len(self), *row), fill) if a is None else a
+            return np.concatenate([a, np.full((len(other), *row), fill) if b is None else b])
         return Detections(np.concatenate([self.xyxy, other.xyxy]).astype(np.float32),
                           np.concatenate([self.score, other.score]).astype(np.float32),
                           np.concatenate([self.class_id, other.class_id]).astype(np.int64), self.names,
                           column(self.track_id, other.track_id, -1), {},
-                          column(self.predicted, other.predicted, False), column(self.stationary, other.stationary, False))
+                          column(self.predicted, other.predicted, False), column(self.stationary, other.stationary, False),
+                          column(self.origin, other.origin, np.nan))
 
     def attribute(self, stage: str, names: ClassNames) -> Attribute:
         """The attribute column a classifier stage fills, created unset on first use."""

@@ -81,6 +81,7 @@ def _show(o, path: str, threads: int) -> None:
     if o.kept_fp32:
         more = ", ..." if len(o.kept_fp32) > 6 else ""
         print(f"kept float32: {len(o.kept_fp32)} node(s) nearest the input ({', '.join(o.kept_fp32[:6])}{more})")
+    assert o.speed is not None, "the command always times both models"
     before, after = o.speed
     print(f"ms per frame, model alone, batch 1, {threads} thread(s) on {cpu_name()} (turns interleaved, median of 3 "
           f"rounds): original {before.wall_ms:.1f} (CPU {before.cpu_ms:.1f}), {o.precision} {after.wall_ms:.1f} "

@@ -41,7 +41,7 @@ class OptimizeError(PipelineError):
 class Outcome:
     precision: Precision
     agreement: Agreement
-    speed: tuple[Speed, Speed]            # the original's and the variant's
+    speed: tuple[Speed, Speed] | None     # the original's and the variant's (None: not measured)
     kept_fp32: list[str] = field(default_factory=list)
     calibration_frames: int = 0
     held_out_frames: int = 0
@@ -181,10 +181,11 @@ def fp32_steps(path: str, fractions: tuple[float, ...] = FP32_FRACTIONS) -> list
 
 def optimize(path: str, model: ModelConfig, precision: Precision, clips: list[str], out: str,
              min_agreement: float, frames: int = 128, threads: int | None = None, show: bool = True,
-             log: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> Outcome:
+             log: Callable[[str], None] = lambda line: print(line, file=sys.stderr), timed: bool = True) -> Outcome:
     """Make the variant, measure it on held-out frames, and write it to `out` only when it
     agrees at least `min_agreement` (the outcome says either way). `frames` are sampled
-    across the clips; each attempt's agreement goes to `log`."""
+    across the clips; each attempt's agreement goes to `log`. `timed`: both models' speed
+    is measured too (three rounds of the held-out frames each: most of the time taken)."""
     threads = threads or os.cpu_count() or 1
     calibration, held_out = sample_frames(clips, model, frames)
     if precision == "fp16":  # nothing is calibrated: every frame measures agreement
@@ -205,8 +206,8 @@ def optimize(path: str, model: ModelConfig, precision: Precision, clips: list[st
             log(precision + (f" with {len(keep)} node(s) kept float32" if keep else "") + f": {agreed.shows()}")
             if agreed.score >= min_agreement:
                 break
-        speed = ms_per_frame([reference, variant], held_out)
-        outcome = Outcome(precision, agreed, (speed[0], speed[1]), keep, len(calibration), len(held_out))
+        speed = ms_per_frame([reference, variant], held_out) if timed else None
+        outcome = Outcome(precision, agreed, (speed[0], speed[1]) if speed else None, keep, len(calibration), len(held_out))
         if agreed.score >= min_agreement:
             _copy_metadata(path, candidate, precision)
             os.replace(candidate, out)

@@ -10,7 +10,9 @@ confirms), or moved `min_distance` pixels past the line or edge, and going back 
 that cancels it. Without this, one person standing on a line is counted
 six times in two seconds (detections jitter by a few pixels). A line counts `in` for a
 move from its left to its right and `out` the other way, and only when the step that
-changed sides went through the segment itself, not past its ends.
+changed sides went through the segment itself, not past its ends. A track is first seen
+where its first detection was (`Detections.origin`): the tracker confirms an object only
+after a few detections, and a crossing made during them counts.
 
 Results travel with the frame: events (JSON lines), and the counts as they stand after
 this frame (`Frame.lines`, `Frame.zones`), which the annotate stage draws: whatever
@@ -212,6 +214,9 @@ class AnalyticsStage(InlineStage):
                 if tid in cam.last:
                     cam.last[tid] = (cam.last[tid][0], cam.runs)
             else:
+                origin = det.origin[i] if det.origin is not None and tid not in cam.last else None
+                if origin is not None and np.isfinite(origin).all():  # the path it took while not yet a track
+                    self._step(cam, frame, tid, cls, origin)
                 self._step(cam, frame, tid, cls, det.xyxy[i])
             for zone in cam.zones:
                 change = zone.settle(tid, bool(stationary[i]))

@@ -85,6 +85,15 @@ class Tracks:
     def __len__(self) -> int:
         return len(self.id)
 
+    def first_of(self, ids: np.ndarray) -> np.ndarray:
+        """The first detected box of each track of `ids` (NaN for an id no track has)."""
+        row = {int(t): r for r, t in enumerate(self.id)}
+        out = np.full((len(ids), 4), np.nan)
+        for i, t in enumerate(ids.tolist()):
+            if t in row:
+                out[i] = self.first[row[t]]
+        return out
+
     def keep(self, rows: np.ndarray) -> None:
         for name in self.__dataclass_fields__:
             setattr(self, name, getattr(self, name)[rows])

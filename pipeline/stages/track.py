@@ -84,6 +84,7 @@ class CameraTracks:
             held_ids = tr.id[held] if held is not None else np.zeros(0, np.int64)
             det.track_id = self.tracker.update(det.xyxy, det.score, det.class_id, held)
             det.predicted = np.zeros(len(det), bool)
+            det.origin = self.tracker.tracks.first_of(det.track_id)
             confirmed = det.track_id >= 0
             self.still.observe(det.track_id[confirmed], det.xyxy[confirmed], t)
             det.stationary = self.still.stationary(det.track_id, t) & confirmed

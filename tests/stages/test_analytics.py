@@ -288,3 +288,23 @@ def test_frames_the_detector_did_not_see_count_as_time_on_the_new_side():
         s.process(f)
         events += [(e.event, e.direction, e.seq) for e in f.events]
     assert events == [("cross", "out", 15)]  # first seen past x 100 at frame 10, confirmed 5 frames later
+
+
+def test_a_crossing_made_before_the_tracker_confirmed_the_track_counts_from_its_first_detection():
+    """The tracker gives an id only after a few detections; one who crossed meanwhile first
+    shows on the far side. Its first detected box (`Detections.origin`) is where it was first
+    seen: from there the crossing counts, once it has stayed `min_frames` over there."""
+    def confirmed_at(x: float, origin_x: float | None, seq: int) -> Frame:
+        f = tracked(seq, 5, x)
+        if origin_x is not None:
+            f.detections.origin = np.array([[origin_x - 10, 50, origin_x + 10, 100]], np.float64)
+        return f
+
+    for origin, expected in ((60.0, ["out"]), (None, []), (np.nan, [])):  # NaN: no origin known for the row
+        s = stage({"lines": [VERTICAL]})
+        events = []
+        for seq, x in enumerate([130, 150, 170, 190]):
+            f = confirmed_at(x, origin if seq == 0 else 175.0, seq)  # later rows' origins are never read
+            s.process(f)
+            events += [e.direction for e in f.events]
+        assert events == expected, origin

@@ -95,3 +95,14 @@ def test_a_run_that_failed_ages_no_track():
         failed = frame(seq, None)
         failed.detections = Detections.empty()  # what the detect stage leaves on a failed run
         assert step(stage, failed).detections.track_id.tolist() == [1]
+
+
+def test_a_confirmed_tracks_rows_carry_its_first_detected_box_for_the_analytics():
+    stage = TrackStage(TrackSpec(), Metrics())
+    step(stage, frame(0, []))  # the camera's first update: empty, so the walker starts tentative
+    tentative = step(stage, frame(1, [walker(1, speed=8)])).detections
+    assert tentative.track_id.tolist() == [-1] and np.isnan(tentative.origin).all()
+    for seq in (2, 3):
+        det = step(stage, frame(seq, [walker(seq, speed=8)])).detections
+        assert det.track_id.tolist() == [1]
+        assert det.origin.tolist() == [walker(1, speed=8)]  # where it was first seen, not where it was confirmed
