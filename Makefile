@@ -8,10 +8,12 @@ ORT    ?= cpu
 
 .PHONY: run test install fetch bench bench-cluster gpu-check docs clean
 
+# --no-compile: pip would byte-compile every module of every package (over a minute on 2
+# cores); Python compiles the ones a run imports, once, when it first imports them.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[$(ORT),test,cluster]"
+	$(PY) -m pip install -q --no-compile -e ".[$(ORT),test,cluster]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -45,7 +45,8 @@ def _config(tmp_path, model_path, source: dict, **outputs) -> str:
 
 def test_a_second_run_on_the_same_output_folder_exits_2_naming_the_first(tmp_path, sample_path, model_path,
                                                                           pipeline_cmd):
-    config = _config(tmp_path, model_path, {"uri": sample_path("bikes.mp4"), "realtime": True, "loop": True})
+    config = _config(tmp_path, model_path, {"uri": sample_path("bikes.mp4"), "realtime": True, "loop": True,
+                                                  "max_fps": 5})
     first = subprocess.Popen([*pipeline_cmd, "run", "--config", config, "-q"], cwd=ROOT, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     try:

@@ -43,7 +43,6 @@ from enum import IntEnum
 from typing import Iterator
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from pipeline.config import TrackSpec
 from pipeline.decoders.nms import iou_matrix
@@ -116,6 +115,8 @@ def assign(sim: np.ndarray, threshold: float, weight: np.ndarray | None = None) 
     cannot push two objects onto each other's tracks."""
     if sim.size == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    from scipy.optimize import linear_sum_assignment  # here: scipy.optimize takes 0.7 s to import, paid by trackers only
+
     ok = sim >= threshold
     gain = sim - threshold if weight is None else (sim - threshold) * weight[:, None]
     rows, cols = linear_sum_assignment(np.where(ok, -gain, 0.0))

@@ -60,7 +60,7 @@ def cli_run(config: dict, tmp_path: Path, *extra: str, timeout: float = 120) -> 
 
 
 def test_damage_mid_file_costs_only_the_damaged_packets(tmp_path, sample_path, model_path):
-    frames = 300
+    frames = 150
     whole = remux(sample_path("vtest.mp4"), str(tmp_path / "whole.mp4"), packets=frames)  # the camera's own stream
     clip = damage(whole, str(tmp_path / "damaged.mp4"), at=0.5, size=8000)
     cfg = {"sources": [{"id": "cam", "uri": clip}], "models": {"det": detector_model(model_path)},

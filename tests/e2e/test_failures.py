@@ -13,7 +13,7 @@ import av
 import pytest
 import yaml
 
-from conftest import ROOT, detector_model, frame_count, read_jsonl
+from conftest import ROOT, cut_clip, detector_model, frame_count, read_jsonl
 
 
 def remux_ts(src: str, dst: str) -> str:
@@ -30,13 +30,14 @@ def remux_ts(src: str, dst: str) -> str:
 @pytest.fixture(scope="module")
 def broken_clips(tmp_path_factory, sample_path) -> dict[str, str]:
     d = tmp_path_factory.mktemp("broken")
-    ts = remux_ts(sample_path("bikes.mp4"), str(d / "bikes.ts"))
+    clip = cut_clip(sample_path("bikes.mp4"), str(d / "bikes.mp4"), 60)  # short: every broken copy is decoded
+    ts = remux_ts(clip, str(d / "bikes.ts"))
     data = open(ts, "rb").read()
     corrupt = bytearray(data)
     rng = random.Random(1)
     for k in range(len(data) // 3, len(data) // 3 + 60_000):
         corrupt[k] = rng.randrange(256)
-    mp4 = open(sample_path("bikes.mp4"), "rb").read()
+    mp4 = open(clip, "rb").read()
     files = {"truncated_ts": data[: len(data) // 2], "corrupt_ts": bytes(corrupt),
              "truncated_mp4": mp4[: len(mp4) // 2], "garbage": os.urandom(50_000)}
     out = {}

@@ -78,7 +78,7 @@ def test_classifying_once_per_track_saves_most_calls(tmp_path, model_path, sampl
                "graph": [{"detect": {"model": "det"}}, "track",
                          {"classify": {"model": "cls", "classes": ["car", "truck", "bus"], **options}}],
                "outputs": {"video": {"enabled": False}}}
-        snap = run_pipeline(cfg, write_config, str(tmp_path / mode), max_frames=125)  # 5 s of traffic
+        snap = run_pipeline(cfg, write_config, str(tmp_path / mode), max_frames=75)  # 3 s of traffic
         runs[mode] = (snap, read_jsonl(str(tmp_path / mode / "detections.jsonl")))
     every, per_track = runs["every frame"][0].engines["cls"], runs["per track"][0].engines["cls"]
     assert every.items >= 5 * per_track.items, (every.items, per_track.items)
@@ -102,8 +102,8 @@ def test_per_track_classification_with_many_cameras_ending_together_finishes(tmp
                      {"classify": {"model": "cls", "classes": ["car", "truck", "person"], "per_track": True,
                                    "min_size": 8}}],
            "outputs": {"video": {"enabled": False}}}
-    snap = run_pipeline(cfg, write_config, str(tmp_path / "out"))
-    assert all(c.processed == 40 for c in snap.cameras.values())
+    snap = run_pipeline(cfg, write_config, str(tmp_path / "out"), max_frames=20)
+    assert all(c.processed == 20 for c in snap.cameras.values())
     records = read_jsonl(str(tmp_path / "out" / "detections.jsonl"))
     labelled = [d for r in records for d in r["detections"] if "track" in d and d["class"] in ("car", "truck", "person")
                 and min(d["box"][2] - d["box"][0], d["box"][3] - d["box"][1]) >= 8]

@@ -54,7 +54,7 @@ def test_the_tracking_configs_events_arrive_in_order_equal_to_the_json_lines(tmp
     broker = Mosquitto(tmp_path / "broker").start()
     sub = Subscriber(broker.port)
     try:
-        snap = run(tracking_config(tmp_path, broker.port, realtime=False), write_config, max_frames=400)
+        snap = run(tracking_config(tmp_path, broker.port, realtime=False), write_config, max_frames=150)
         expected = frame_events(read_jsonl(str(tmp_path / "out" / "detections.jsonl")))
         got = sub.wait_for(len(expected), 20)
     finally:

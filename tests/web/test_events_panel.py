@@ -213,7 +213,9 @@ PANEL = """return [...document.querySelectorAll("#event-list .event")].map((b) =
 
 def test_the_panel_shows_real_events_with_thumbnails_live_and_opens_their_evidence(model_path, sample_path,
                                                                                  running, tmp_path):
-    p = running(live_config(model_path, sample_path))
+    cfg = live_config(model_path, sample_path)
+    cfg["sources"] = [s for s in cfg["sources"] if s["id"] == "campus"]  # the one with the line and the zone
+    p = running(cfg)
     records = event_records(tmp_path / "out" / "detections.jsonl", "campus", 6)
     assert records, "no analytics events in two minutes"
     evidence = Evidence(tmp_path / "out", sample_path("vtest.mp4"))
