@@ -5,26 +5,70 @@ On a CPU a batch costs about the sum of its items (1 is preferred: frames are ne
 back for a batch); on a GPU a batch saves most of the cost. Every size runs once untimed
 first (ORT allocates on a size's first run), then the sizes take turns and each keeps its
 fastest run: a busy moment of the machine cannot make one size look cheaper than another.
-The costs are measured once per process for each model setup (the file as it is on disk,
-its settings, its thread plan and providers): a process that builds pipelines again (the
-density benchmark's levels, a library user, the tests) runs each size once, untimed, for
-ORT's buffers, and takes the costs measured before.
+The costs are measured once for each model setup (the file as it is on disk, its
+settings, its thread plan and providers) on a machine (its CPU, its cores, the ONNX Runtime
+version): kept in the process and in `~/.cache/pipeline/batch_costs.json`
+(`PIPELINE_BATCH_COSTS`), so a later run or pipeline with the same setup (the density
+benchmark's levels, a library user, each start of `pipeline run`) runs each size once,
+untimed, for ORT's buffers, and takes the costs measured before: a second of start-up
+saved per model. A file that cannot be read or written is measured again, never an error.
 """
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
+import onnxruntime as ort
 
 from pipeline.engines.batching import BatchPolicy
+from pipeline.runtime.threads import cpu_name
 
 if TYPE_CHECKING:
     from pipeline.engines.engine import Engine
 
 BATCH_GAIN_TOLERANCE = 1.1
-_MEASURED: dict[tuple, dict[int, float]] = {}  # a model setup's batch costs, measured in this process
+_MEASURED: dict[str, dict[int, float]] = {}  # a model setup's batch costs, measured or read in this process
+KEPT = 64  # setups the file keeps (the newest)
+
+
+def costs_file() -> Path:
+    return Path(os.environ.get("PIPELINE_BATCH_COSTS") or Path.home() / ".cache" / "pipeline" / "batch_costs.json")
+
+
+def _read_kept() -> dict[str, dict[int, float]]:
+    """The file's setups and costs; a damaged file or entry counts as none."""
+    try:
+        with open(costs_file()) as f:
+            data = json.load(f)
+        kept = {k: {int(s): float(c) for s, c in v.items()} for k, v in data.items()}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+    return {k: v for k, v in kept.items() if v and all(0 < c < float("inf") for c in v.values())}
+
+
+def _keep(setup: str, costs: dict[int, float]) -> None:
+    """Add a setup's costs to the file (written whole, then moved into place: a reader
+    never sees half of it; two runs writing at once keep one's costs, the other's are
+    measured again next time)."""
+    kept = _read_kept()
+    kept.pop(setup, None)
+    kept[setup] = costs
+    path = costs_file()
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".batch_costs-")
+        with os.fdopen(fd, "w") as f:
+            json.dump(dict(list(kept.items())[-KEPT:]), f)
+        os.replace(tmp, path)
+    except OSError:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def choose_batch(costs: dict[int, float]) -> int:
@@ -80,11 +124,14 @@ def warm(engine: "Engine", sizes: list[int]) -> None:
                 engine.on_worker(lambda: [engine.run_piece(p) for p in pieces])
 
 
-def _setup(engine: "Engine", sizes: list[int]) -> tuple:
+def _setup(engine: "Engine", sizes: list[int]) -> str:
     """What a batch's cost depends on: the model file as it is on disk, its settings, how
-    its engine runs (threads, workers) and where (providers)."""
+    its engine runs (threads, workers) and where (providers, the machine's CPU and ONNX
+    Runtime)."""
     st = os.stat(engine.model.path)
-    return (repr(engine.model), st.st_mtime_ns, st.st_size, repr(engine.plan), tuple(engine.providers), tuple(sizes))
+    return repr((os.path.abspath(engine.model.path), repr(engine.model), st.st_mtime_ns, st.st_size,
+                 repr(engine.plan), tuple(engine.providers), tuple(sizes), cpu_name(), os.cpu_count(),
+                 ort.__version__))
 
 
 def _item(engine: "Engine") -> np.ndarray:
@@ -98,12 +145,15 @@ def profile(engine: "Engine", repeats: int = 3) -> None:
     model = engine.model
     sizes = engine.packer.sizes_up_to(model.batching.max_batch)
     setup = _setup(engine, sizes)
-    if setup in _MEASURED:
+    known = _MEASURED.get(setup) or _read_kept().get(setup)
+    if known is not None and set(known) == set(sizes):
+        _MEASURED[setup] = known
         for size in sizes:
             engine.infer([_item(engine)] * size)
     else:
         _MEASURED[setup] = measure_batch_costs(sizes, lambda s: engine.infer([_item(engine)] * s),
                                                lambda s: time_batch(engine, s), repeats)
+        _keep(setup, _MEASURED[setup])
     engine.batch_costs = dict(_MEASURED[setup])
     engine.policy = BatchPolicy.of(model.batching, choose_batch(engine.batch_costs))
     if engine.on_gpu:
