@@ -8,12 +8,13 @@ ORT    ?= cpu
 
 .PHONY: run test install fetch bench bench-cluster gpu-check docs clean
 
-# --no-compile: pip would byte-compile every module of every package (over a minute on 2
-# cores); Python compiles the ones a run imports, once, when it first imports them.
+# uv installs the same packages from the same registry several times faster than pip (it
+# fetches and unpacks in parallel, and leaves byte-compiling to Python, which compiles what
+# a run imports when it first imports it); where uv cannot be had, pip does it.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q --no-compile -e ".[$(ORT),test,cluster]"
+	( $(PY) -m pip install -q uv && $(VENV)/bin/uv pip install -q --python $(PY) -e ".[$(ORT),test,cluster]" ) || \
+	( $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q --no-compile -e ".[$(ORT),test,cluster]" )
 	touch $(STAMP)
 
 install: $(STAMP)
