@@ -32,7 +32,7 @@ run: fetch
 test: fetch
 	@tmp=$$(mktemp -d); \
 	$(PY) -m pytest -q -m serial -p no:cacheprovider --basetemp=$$tmp/t > $$tmp/serial.log 2>&1 & serial_pid=$$!; \
-	nice -n 10 $(PY) -m pytest -q -n 4 --dist worksteal -m "not serial"; parallel=$$?; \
+	nice -n 10 $(PY) -m pytest -q -n 3 --dist worksteal -m "not serial"; parallel=$$?; \
 	wait $$serial_pid; serial=$$?; \
 	echo "--- the serial tests (pytest -m serial):"; cat $$tmp/serial.log; rm -rf $$tmp; \
 	exit $$(( parallel || serial ))

@@ -106,7 +106,10 @@ def test_live_cameras_moved_from_a_crashed_host_continue_their_numbering_and_tim
     the other host, `seq` and time going on where their outputs end (cut back to agree),
     each `seq` once, `--max-frames` counted across the move."""
     out = tmp_path / "out"
-    sources = [{"id": f"cam{i}", "uri": sample_path("bikes.mp4"), "live": True, "max_fps": 10} for i in range(4)]
+    # looped: a loaded machine keeps few of a live camera's frames, and the 10-s clip must
+    # not end before the crash after 50 frames done, nor before --max-frames
+    sources = [{"id": f"cam{i}", "uri": sample_path("bikes.mp4"), "live": True, "loop": True, "max_fps": 10}
+               for i in range(4)]
     config = {"sources": sources, "models": {"det": detector_model(model_path)},
               "graph": [{"detect": {"model": "det"}}, "annotate"],
               "outputs": {"dir": str(out), "jsonl": {"filename": "{camera}.jsonl"}}}

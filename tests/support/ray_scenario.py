@@ -5,7 +5,7 @@ a private network namespace (Ray binds every interface):
 
 Starts the cluster, two pipeline hosts (one per node), places the config's cameras with
 the real driver, optionally freezes (SIGSTOP, as a hung machine) or kills (SIGKILL, as a
-crash) the first host's process once N frames are done, runs to the end and writes the
+crash) the first host's process once the cameras took in N frames, runs to the end and writes the
 driver's final snapshot (and what it saw) to RESULT as JSON.
 """
 from __future__ import annotations
@@ -39,8 +39,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("config")
     ap.add_argument("result")
-    ap.add_argument("--hang-after", type=int, help="SIGSTOP the first host once this many frames are done")
-    ap.add_argument("--crash-after", type=int, help="SIGKILL the first host once this many frames are done")
+    ap.add_argument("--hang-after", type=int, help="SIGSTOP the first host once the cameras took in this many frames")
+    ap.add_argument("--crash-after", type=int, help="SIGKILL the first host once the cameras took in this many frames")
     ap.add_argument("--hosts", type=int, default=2)
     ap.add_argument("--max-frames", type=int)
     args = ap.parse_args()
@@ -64,7 +64,9 @@ def main() -> int:
     while not driver.finished() and time.time() - started < 240:
         time.sleep(driver.poll_s)
         driver.poll()
-        done = sum(c.processed for h in driver.hosts.values() if h.status for c in h.status.cameras.values())
+        # frames the cameras took in, processed or not: a loaded machine drops most of a live
+        # camera's frames, and the host must still fail while its cameras run
+        done = sum(c.frames_in for h in driver.hosts.values() if h.status for c in h.status.cameras.values())
         after = args.hang_after or args.crash_after
         if after and hung_at is None and done >= after:
             os.kill(pid, signal.SIGSTOP if args.hang_after else signal.SIGKILL)
