@@ -137,14 +137,12 @@ def check(config_path: str, output_dir: str | None = None, report: str | None = 
     if models:
         checked.models, found = open_models(config)
         problems += found
-    if too_many:  # each camera's own checks (a probe, its file names) would take hours
-        checked.problems = list(dict.fromkeys(problems))
-        return checked
-    problems += output_problems(config, create=for_run and not problems)
-    if not for_run:
-        problems += [f"sources[{i}].{field}: {msg}" for i, s in enumerate(config.sources)
-                     for field, uri in (("uri", s.uri), ("detect_uri", s.detect_uri))
-                     if uri and not s.live and (msg := probe(uri, (s.open_timeout_s, s.read_timeout_s)))]
-    problems += port_problems(config)
+    if not too_many:  # too many: each camera's own checks (a probe, its file names) would take hours
+        problems += output_problems(config, create=for_run and not problems)
+        if not for_run:
+            problems += [f"sources[{i}].{field}: {msg}" for i, s in enumerate(config.sources)
+                         for field, uri in (("uri", s.uri), ("detect_uri", s.detect_uri))
+                         if uri and not s.live and (msg := probe(uri, (s.open_timeout_s, s.read_timeout_s)))]
+        problems += port_problems(config)
     checked.problems = list(dict.fromkeys(problems))
     return checked
