@@ -8,6 +8,12 @@ ORT    ?= cpu
 
 .PHONY: run test install fetch bench bench-cluster gpu-check docs clean
 
+# Python keeps the modules it compiles (in the venv, and in the tree's ignored __pycache__):
+# where the environment says PYTHONDONTWRITEBYTECODE, every process would compile numpy,
+# onnxruntime, Ray... from source again (twice the start-up of each command and of each
+# process a test starts).
+unexport PYTHONDONTWRITEBYTECODE
+
 # uv installs the same packages from the same registry several times faster than pip (it
 # fetches and unpacks in parallel, and leaves byte-compiling to Python, which compiles what
 # a run imports when it first imports it); where uv cannot be had, pip does it.
