@@ -32,13 +32,15 @@ run: fetch
 	$(PY) -m pipeline run --config configs/cameras.yaml --output out --report out/report.json
 
 # In parallel (on 2 cores most tests wait on clocks, sockets and subprocesses; a worker out
-# of work takes some of another's), then alone the tests that must not share the machine: a
-# Ray cluster of their own, or timed against the wall clock (beside the others, even at a
-# priority the others yield to, they and the others' live cameras lost frames).
+# of work takes some of another's); then the Ray cluster tests beside each other only (each
+# cluster in network and PID namespaces of its own, mostly waiting on paced cameras and
+# timeouts); then alone the tests timed against the wall clock (beside the others, even at
+# a priority the others yield to, they and the others' live cameras lost frames).
 test: fetch
-	$(PY) -m pytest -q -n 3 --dist worksteal -m "not serial"; parallel=$$?; \
+	$(PY) -m pytest -q -n 3 --dist worksteal -m "not serial and not cluster"; parallel=$$?; \
+	$(PY) -m pytest -q -n 3 -m cluster; cluster=$$?; \
 	$(PY) -m pytest -q -m serial; serial=$$?; \
-	exit $$(( parallel || serial ))
+	exit $$(( parallel || cluster || serial ))
 
 bench: fetch
 	$(PY) -m pipeline bench --config configs/bench.yaml --frames 150 --live --load-sweep --out bench

@@ -78,6 +78,11 @@ def main() -> int:
         if not isinstance(status, BaseException):
             host.status = status
     time.sleep(1.0)
+    # Ray ends a frozen actor's process seconds after `ray.kill` (its writers are fenced
+    # meanwhile): on a loaded machine the run can end first
+    deadline = time.time() + 30
+    while hung_at and alive(pid) and time.time() < deadline:
+        time.sleep(0.2)
     snap = driver.snapshot().to_dict()
     snap.update(finished=driver.finished(), took_s=round(time.time() - started, 2),
                 cluster_up_s=round(started - t0, 2), hung_at_s=round(hung_at - started, 2) if hung_at else None,
