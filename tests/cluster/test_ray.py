@@ -22,6 +22,9 @@ SCENARIO = ROOT / "tests" / "support" / "ray_scenario.py"
 # cluster sees no other test's Ray processes (`--address auto` finds its own), and when the
 # namespace's first process ends, on a timeout too, every process in it goes with it.
 ISOLATED = ["unshare", "--fork", "--pid", "--mount-proc", "--kill-child", "-n"]
+# ... and a /tmp/ray of its own: `--address auto` falls back to the address of the last
+# cluster started on the machine, written there (another test's, in another namespace)
+NAMESPACE_SETUP = "ip link set lo up && mkdir -p /tmp/ray && mount -t tmpfs tmpfs /tmp/ray"
 
 
 def _unavailable() -> str | None:
@@ -31,9 +34,9 @@ def _unavailable() -> str | None:
         return "Ray is not installed (pip install '.[cluster]')"
     if not shutil.which("unshare") or os.geteuid() != 0:
         return "a private network namespace for Ray needs unshare as root (as CI runs)"
-    r = subprocess.run([*ISOLATED, "true"], capture_output=True)
+    r = subprocess.run([*ISOLATED, "sh", "-c", NAMESPACE_SETUP], capture_output=True)
     if r.returncode != 0:
-        return f"unshare (network and PID namespaces) is not permitted here: {r.stderr.decode().strip()}"
+        return f"unshare (network, PID and mount namespaces) is not permitted here: {r.stderr.decode().strip()}"
     return None
 
 
@@ -48,7 +51,7 @@ def scenario(config: dict, tmp_path, *extra: str) -> dict:
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump(config))
     result = tmp_path / "result.json"
-    cmd = f"ip link set lo up && exec {sys.executable} {SCENARIO} {path} {result} {' '.join(extra)}"
+    cmd = f"{NAMESPACE_SETUP} && exec {sys.executable} {SCENARIO} {path} {result} {' '.join(extra)}"
     r = subprocess.run([*ISOLATED, "sh", "-c", cmd], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0 and result.exists(), r.stderr[-3000:]
     return json.loads(result.read_text())
@@ -106,21 +109,23 @@ def test_live_cameras_moved_from_a_crashed_host_continue_their_numbering_and_tim
     the other host, `seq` and time going on where their outputs end (cut back to agree),
     each `seq` once, `--max-frames` counted across the move."""
     out = tmp_path / "out"
-    # looped: a loaded machine keeps few of a live camera's frames, and the 10-s clip must
-    # not end before the crash after 50 frames done, nor before --max-frames
-    sources = [{"id": f"cam{i}", "uri": sample_path("bikes.mp4"), "live": True, "loop": True, "max_fps": 10}
-               for i in range(4)]
+    # paced as cameras deliver (unpaced, a live lane keeps a few of the frames decoded at
+    # full speed), 5 of the clip's 25 fps kept (a loaded machine keeps up with them);
+    # --max-frames counts the frames read (10 s), the crash after 2 s of them; looped: the
+    # 10-s clip must not end first
+    sources = [{"id": f"cam{i}", "uri": sample_path("bikes.mp4"), "live": True, "loop": True, "realtime": True,
+                "max_fps": 5} for i in range(4)]
     config = {"sources": sources, "models": {"det": detector_model(model_path)},
               "graph": [{"detect": {"model": "det"}}, "annotate"],
               "outputs": {"dir": str(out), "jsonl": {"filename": "{camera}.jsonl"}}}
-    result = scenario(config, tmp_path, "--crash-after", "50", "--max-frames", "150")
+    result = scenario(config, tmp_path, "--crash-after", "200", "--max-frames", "250")
     assert result["finished"] and len(result["incidents"]) == 1 and "ActorDiedError" in result["incidents"][0]
     moved = {c for c, v in result["cameras"].items() if v["moves"]}
     assert moved, result["cameras"]
     for cam in result["cameras"]:
         lines, video = written(out, cam)
         seqs, times = [r["seq"] for r in lines], [r["time"] for r in lines]
-        assert seqs == sorted(set(seqs)) and seqs[-1] < 150, cam  # was: seq 0 again after the move, 351 of 300
+        assert seqs == sorted(set(seqs)) and seqs[-1] < 250, cam  # was: seq 0 again after the move, 351 of 300
         assert all(b > a for a, b in zip(times, times[1:])), cam  # was: time 0 again after the move
         assert video == len(lines) == result["cameras"][cam]["processed"], cam  # was: 174 lines for 170 frames
 
@@ -139,7 +144,7 @@ def test_the_command_line_runs_on_a_cluster_and_takes_cameras_while_running(tmp_
     py = f"{sys.executable} -m pipeline"
     extra = f"{{id: extra, uri: {sample_path('bikes.mp4')}, realtime: true, loop: true, max_fps: 5}}"  # until removed
     script = f"""
-ip link set lo up
+{NAMESPACE_SETUP}
 {py} run --config {tmp_path / 'c.yaml'} --cluster local --hosts 2 --report {tmp_path / 'r.json'} \
     > {tmp_path / 'run.out'} 2> {tmp_path / 'run.err'} &
 RUN=$!
