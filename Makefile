@@ -34,9 +34,8 @@ run: fetch
 # In parallel (on 2 cores most tests wait on clocks, sockets and subprocesses; a worker out
 # of work takes some of another's); then the Ray cluster tests beside each other only (each
 # cluster in network and PID namespaces of its own, mostly waiting on paced cameras and
-# timeouts); then alone the tests timed against the wall clock or counting a live camera's
-# frames (beside the others, even at a priority the others yield to, they and the others'
-# live cameras lost frames).
+# timeouts); then alone the tests timed against the wall clock (beside the others, even at
+# a priority the others yield to, they and the others' live cameras lost frames).
 test: fetch
 	$(PY) -m pytest -q -n 3 --dist worksteal -m "not serial and not cluster"; parallel=$$?; \
 	$(PY) -m pytest -q -n 3 -m cluster; cluster=$$?; \
