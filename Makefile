@@ -38,7 +38,7 @@ run: fetch
 # a priority the others yield to, they and the others' live cameras lost frames).
 test: fetch
 	$(PY) -m pytest -q -n 3 --dist worksteal -m "not serial and not cluster"; parallel=$$?; \
-	$(PY) -m pytest -q -n 3 -m cluster; cluster=$$?; \
+	$(PY) -m pytest -q -n 3 -m cluster tests/cluster; cluster=$$?; \
 	$(PY) -m pytest -q -m serial; serial=$$?; \
 	exit $$(( parallel || cluster || serial ))
 

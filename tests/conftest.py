@@ -29,6 +29,14 @@ def _find(kind: str, name: str) -> Path:
     missing(f"{kind}/{name} is not available: run `pipeline models fetch` (make fetch) first")
 
 
+def pytest_collection_modifyitems(items: list) -> None:
+    """`make test` runs the cluster tests from tests/cluster only (its workers collect no
+    other folder) and every other test with `not cluster`: one elsewhere would never run."""
+    stray = [i.nodeid for i in items if i.get_closest_marker("cluster") and not i.nodeid.startswith("tests/cluster/")]
+    if stray:
+        raise pytest.UsageError(f"tests marked cluster belong in tests/cluster: {', '.join(stray)}")
+
+
 def missing(message: str) -> None:
     """What a test needs is not here: a skip on a developer's machine, a failure in CI."""
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
