@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import numpy as np
-import onnx
 import pytest
 
 from conftest import ROOT
@@ -45,6 +44,8 @@ def test_fp16_classifier_agrees_and_keeps_float32_inputs_and_outputs(tmp_path, s
     assert r.returncode == 0, r.stderr
     agreement = float(r.stdout.split("top-1 agreement ")[1].split()[0])
     assert agreement >= 0.98 and "ms per frame" in r.stdout and f"written: {out}" in r.stdout
+    import onnx  # here: at module level every process collecting the tests would import it (ml_dtypes: 1 s)
+
     m = onnx.load(str(out))
     assert [i.type.tensor_type.elem_type for i in list(m.graph.input) + list(m.graph.output)] == \
         [onnx.TensorProto.FLOAT] * 2
@@ -69,6 +70,8 @@ def test_int8_is_calibrated_on_some_frames_and_judged_on_the_others(tmp_path, sh
     assert "layout yolox: " in r.stdout  # told apart from YOLOv5 on a picture, as `inspect` does
     assert "on 6 held-out frames (6 other frames calibrated)" in r.stdout
     assert "calibrating [" in r.stderr and "6/6 frames" in r.stderr
+    import onnx
+
     m = onnx.load(str(out))
     assert sum(n.op_type == "QuantizeLinear" for n in m.graph.node) > 50
     props = {p.key: p.value for p in m.metadata_props}
