@@ -30,15 +30,11 @@ def _find(kind: str, name: str) -> Path:
 
 
 def pytest_collection_modifyitems(items: list) -> None:
-    """The modules of tests marked `long` first (each module's tests together, in their
-    order): started last, one of them would hold a worker while the others sit idle.
-    `make test` runs the cluster tests from tests/cluster only (its workers collect no
+    """`make test` runs the cluster tests from tests/cluster only (its workers collect no
     other folder) and every other test with `not cluster`: one elsewhere would never run."""
     stray = [i.nodeid for i in items if i.get_closest_marker("cluster") and not i.nodeid.startswith("tests/cluster/")]
     if stray:
         raise pytest.UsageError(f"tests marked cluster belong in tests/cluster: {', '.join(stray)}")
-    first = {i.nodeid.split("::")[0] for i in items if i.get_closest_marker("long")}
-    items.sort(key=lambda i: i.nodeid.split("::")[0] not in first)
 
 
 def missing(message: str) -> None:

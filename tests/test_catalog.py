@@ -76,7 +76,6 @@ def test_a_source_that_needs_torch_says_how_to_get_it(tmp_path, serve):
     assert "needs torch: pip install torch" in r.stderr
 
 
-@pytest.mark.long
 def test_a_precision_variant_is_built_at_fetch_time(tmp_path, model_path):
     import onnx
 

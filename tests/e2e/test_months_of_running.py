@@ -77,7 +77,6 @@ def run_for(config: dict, write_config, seconds: float, every: float = 1.0, samp
     return p.snapshot(), samples
 
 
-@pytest.mark.long
 def test_a_looping_camera_writes_segments_that_play_and_add_up(tmp_path, slow_clip, model_path, write_config):
     out = tmp_path / "out"
     snap, _ = run_for(looping(slow_clip, model_path, out, video={"segment_s": 2}), write_config, 13)
@@ -101,7 +100,6 @@ def test_a_looping_camera_writes_segments_that_play_and_add_up(tmp_path, slow_cl
     assert snap.cameras["cam"].segment == os.path.basename(videos[-1][1])
 
 
-@pytest.mark.long
 def test_retention_keeps_the_folder_within_budget_and_memory_stays_flat(tmp_path, slow_clip, model_path,
                                                                          write_config):
     out = tmp_path / "out"

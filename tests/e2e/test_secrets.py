@@ -174,7 +174,6 @@ def leaks(outputs: dict[str, bytes]) -> list[str]:
     return found
 
 
-@pytest.mark.long
 def test_no_output_of_a_run_shows_a_planted_secret(run):
     assert leaks(run["outputs"]) == []
 

@@ -62,7 +62,6 @@ def test_a_variant_that_disagrees_is_not_written(tmp_path, short_clips):
     assert not list(tmp_path.glob(".optimize-*"))  # nothing left behind
 
 
-@pytest.mark.long
 def test_int8_is_calibrated_on_some_frames_and_judged_on_the_others(tmp_path, short_clips, model_path):
     out = tmp_path / "yolox_nano.int8.onnx"
     r = optimize(model_path("yolox_nano.onnx"), "--int8", "--calibrate", short_clips["vtest"], short_clips["bikes"],

@@ -50,7 +50,6 @@ def run(cfg: dict, write_config, during=None, max_frames: int | None = None) -> 
     return p.snapshot()
 
 
-@pytest.mark.long
 def test_the_tracking_configs_events_arrive_in_order_equal_to_the_json_lines(tmp_path, write_config, model_path):
     broker = Mosquitto(tmp_path / "broker").start()
     sub = Subscriber(broker.port)
@@ -72,7 +71,6 @@ def test_the_tracking_configs_events_arrive_in_order_equal_to_the_json_lines(tmp
     assert snap.events[f"mqtt://127.0.0.1:{broker.port}"].dropped == 0
 
 
-@pytest.mark.long
 def test_a_broker_that_goes_away_costs_nothing_and_its_events_arrive_after(tmp_path, write_config, model_path):
     broker = Mosquitto(tmp_path / "broker").start()
     sub = Subscriber(broker.port)

@@ -211,7 +211,6 @@ PANEL = """return [...document.querySelectorAll("#event-list .event")].map((b) =
 });"""
 
 
-@pytest.mark.long
 def test_the_panel_shows_real_events_with_thumbnails_live_and_opens_their_evidence(model_path, sample_path,
                                                                                  running, tmp_path):
     cfg = live_config(model_path, sample_path)

@@ -61,7 +61,6 @@ def many_cameras_config(model_path, clip: str) -> dict:
             "outputs": {"video": {"enabled": False}, "jsonl": {"enabled": False}, "web": {"port": 0, "fps": 2}}}
 
 
-@pytest.mark.long
 def test_twelve_cameras_all_show_pictures_and_the_figures_keep_updating(model_path, small_clip, running):
     p = running(many_cameras_config(model_path, small_clip))
     d = browser(2200, 1300)  # the twelve tiles in view at once, beside the events panel
