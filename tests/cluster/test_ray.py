@@ -28,12 +28,17 @@ ISOLATED = ["unshare", "--fork", "--pid", "--mount-proc", "--kill-child", "-n"]
 NAMESPACE_SETUP = "ip link set lo up && mkdir -p /tmp/ray && mount -t tmpfs tmpfs /tmp/ray"
 
 
+def isolated(script: str) -> list[str]:
+    """The command line that runs a shell script in namespaces of its own, set up first."""
+    return [*ISOLATED, "sh", "-c", f"{NAMESPACE_SETUP} || exit 1\n{script}"]
+
+
 def _unavailable() -> str | None:
     if importlib.util.find_spec("ray") is None:
         return "Ray is not installed (pip install '.[cluster]')"
     if not shutil.which("unshare") or os.geteuid() != 0:
         return "a private network namespace for Ray needs unshare as root (as CI runs)"
-    r = subprocess.run([*ISOLATED, "sh", "-c", NAMESPACE_SETUP], capture_output=True)
+    r = subprocess.run(isolated("true"), capture_output=True)
     if r.returncode != 0:
         return f"unshare (network, PID and mount namespaces) is not permitted here: {r.stderr.decode().strip()}"
     return None
@@ -56,8 +61,8 @@ def scenario(config: dict, tmp_path, *extra: str) -> dict:
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump(config))
     result = tmp_path / "result.json"
-    cmd = f"{NAMESPACE_SETUP} && exec {sys.executable} {SCENARIO} {path} {result} {' '.join(extra)}"
-    r = subprocess.run([*ISOLATED, "sh", "-c", cmd], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    cmd = f"exec {sys.executable} {SCENARIO} {path} {result} {' '.join(extra)}"
+    r = subprocess.run(isolated(cmd), capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0 and result.exists(), r.stderr[-3000:]
     return json.loads(result.read_text())
 
@@ -149,7 +154,6 @@ def test_the_command_line_runs_on_a_cluster_and_takes_cameras_while_running(tmp_
     py = f"{sys.executable} -m pipeline"
     extra = f"{{id: extra, uri: {sample_path('bikes.mp4')}, realtime: true, loop: true, max_fps: 5}}"  # until removed
     script = f"""
-{NAMESPACE_SETUP}
 {py} run --config {tmp_path / 'c.yaml'} --cluster local --hosts 2 --report {tmp_path / 'r.json'} \
     > {tmp_path / 'run.out'} 2> {tmp_path / 'run.err'} &
 RUN=$!
@@ -177,7 +181,7 @@ wait $RUN
 echo "run exit $?"
 {py} cluster status 2> {tmp_path / 'status-after.err'}; echo "status after $?"
 """
-    r = subprocess.run([*ISOLATED, "sh", "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=400)
+    r = subprocess.run(isolated(script), capture_output=True, text=True, cwd=ROOT, timeout=400)
     err = lambda name: (tmp_path / f"{name}.err").read_text()  # noqa: E731
     assert "run exit 0" in r.stdout, (r.stdout, err("run")[-2000:])
     assert "same folder 2" in r.stdout and "is in use by another run (pid" in err("same-folder")
