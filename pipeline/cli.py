@@ -253,6 +253,9 @@ def _add_bench(sub) -> None:
                        help="the tracker and installed peers on noisy MOTChallenge ground truth (py-motmetrics)")
     bench.add_argument("--seeds", type=int, default=5, help="with --tracking: noise seeds 1..N")
     bench.add_argument("--levels", nargs="+", default=["clean", "typical", "hard"], help="with --tracking: noise levels")
+    bench.add_argument("--detect-every", nargs="+", type=int, default=[1], metavar="K",
+                       help="with --tracking: also this project's tracker with detections on 1 frame in K (as behind "
+                            "detect.fps or motion), tracks predicted between, every frame scored")
     bench.add_argument("--gt", nargs="+", metavar="PATH",
                        help="with --tracking: MOTChallenge gt.txt files (default: TUD-Campus and TUD-Stadtmitte from "
                             "py-motmetrics)")

@@ -8,6 +8,10 @@ runs, trackers taking turns, so a busy machine slows them alike). Peers run when
 package is installed: supervision's ByteTrack, boxmot's ByteTrack. Each tracker is told
 the picture's size, as the pipeline's is (here the ground truth's extent: gt.txt does
 not say it); this project's uses it to tell an object that left the picture.
+
+With `--detect-every K`, this project's tracker also runs as behind `detect.fps` or the
+motion gate: detections on one frame in K only, its tracks predicted on the others, and
+every frame scored (peers have no step without detections).
 """
 from __future__ import annotations
 
@@ -27,20 +31,27 @@ from pipeline.config import TrackSpec
 from pipeline.decoders.nms import iou_matrix
 from pipeline.errors import BAD_INPUT
 
-# a tracker for one sequence: detections (xyxy, score) in, the tracked rows (xyxy, id) out
-Tracker = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+# a tracker for one sequence: detections (xyxy, score) in, the tracked rows (xyxy, id) out;
+# None in: a frame the detector did not see (this project's only)
+Tracker = Callable[[np.ndarray | None, np.ndarray | None], tuple[np.ndarray, np.ndarray]]
 Size = tuple[float, float] | None  # the picture's width and height, where known
 Start = Callable[[Size], Tracker]
 METRICS = ("mota", "idf1", "num_switches", "num_false_positives", "num_misses")
 
 
 def ours(spec: TrackSpec | None = None) -> Start:
-    from pipeline.stages.bytetrack import ByteTracker
+    from pipeline.stages import motion
+    from pipeline.stages.bytetrack import ByteTracker, TrackState
 
     def start(size: Size) -> Tracker:
         tracker = ByteTracker(spec or TrackSpec(), size)
 
-        def step(boxes: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        def step(boxes: np.ndarray | None, scores: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+            if boxes is None or scores is None:  # as the track stage does: the confirmed tracks, moved on
+                tracker.predict()
+                t = tracker.tracks
+                rows = t.state == TrackState.TRACKED
+                return motion.to_xyxy(t.mean[rows]), t.id[rows]
             ids = tracker.update(boxes, scores, np.zeros(len(boxes), np.int64))
             return boxes[ids >= 0], ids[ids >= 0]
         return step
@@ -88,12 +99,13 @@ def trackers() -> dict[str, Start]:
     return found
 
 
-def run_tracker(start: Start, dets: list[Detections], size: Size = None) -> tuple[list, float]:
-    """The tracked rows per frame, and the seconds spent in the tracker."""
+def run_tracker(start: Start, dets: list[Detections], size: Size = None, every: int = 1) -> tuple[list, float]:
+    """The tracked rows per frame, and the seconds spent in the tracker; with `every` K the
+    detections of one frame in K only."""
     step, out, spent = start(size), [], 0.0
-    for d in dets:
+    for i, d in enumerate(dets):
         t0 = time.perf_counter()
-        boxes, ids = step(d.boxes, d.scores)
+        boxes, ids = step(d.boxes, d.scores) if i % every == 0 else step(None, None)
         spent += time.perf_counter() - t0
         out.append((np.asarray(boxes, np.float64).reshape(-1, 4), np.asarray(ids, np.int64).reshape(-1)))
     return out, spent
@@ -134,18 +146,27 @@ class Row:
         return statistics.fmean(r[metric] for r in self.runs)
 
 
+def runs(found: dict[str, Start], every: list[int]) -> dict[str, tuple[Start, int]]:
+    """Each tracker on every frame's detections, then this project's on one frame in K."""
+    out = {name: (start, 1) for name, start in found.items()}
+    for k in sorted(set(every) - {1}):
+        out[f"this project, detector on 1 frame in {k}"] = (found["this project"], k)
+    return out
+
+
 def bench(sequences: list[Sequence], levels: list[str], seeds: list[int],
-          found: dict[str, Start]) -> list[Row]:
+          found: dict[str, Start], every: list[int] | None = None) -> list[Row]:
     rows = []
     frames = sum(len(s.ids) for s in sequences)
+    planned = runs(found, every or [1])
     for level in levels:
-        table = {name: Row(level, name) for name in found}
+        table = {name: Row(level, name) for name in planned}
         for seed in seeds:
             dets = [noisy(s, LEVELS[level], seed * 1000 + k) for k, s in enumerate(sequences)]
-            for name, start in found.items():
+            for name, (start, k) in planned.items():
                 accs, spent = [], 0.0
                 for s, d in zip(sequences, dets):
-                    tracked, seconds = run_tracker(start, d, s.size)
+                    tracked, seconds = run_tracker(start, d, s.size, k)
                     accs.append(accumulate(s, tracked))
                     spent += seconds
                 table[name].runs.append(overall(accs, [s.name for s in sequences]))
@@ -172,6 +193,9 @@ def main(args: argparse.Namespace) -> int:
     except (RuntimeError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return BAD_INPUT
+    if any(k < 1 for k in args.detect_every):
+        print("error: --detect-every: each K must be 1 or more", file=sys.stderr)
+        return BAD_INPUT
     unknown = [lv for lv in args.levels if lv not in LEVELS]
     if unknown:
         print(f"error: --levels: unknown {', '.join(unknown)} (known: {', '.join(LEVELS)})", file=sys.stderr)
@@ -179,5 +203,5 @@ def main(args: argparse.Namespace) -> int:
     found = trackers()
     print(f"{', '.join(s.name for s in sequences)}: {sum(len(s.ids) for s in sequences)} frames; "
           f"seeds 1..{args.seeds}; trackers: {', '.join(found)}")
-    print(markdown(bench(sequences, args.levels, list(range(1, args.seeds + 1)), found)))
+    print(markdown(bench(sequences, args.levels, list(range(1, args.seeds + 1)), found, args.detect_every)))
     return 0

@@ -18,7 +18,13 @@ associates, each pass an optimal assignment:
    detections left, on IoU with their last box rather than the predicted one (OC-SORT's
    observation-centric recovery: a person who stops or turns is where they were, not
    where their velocity says);
-4. tentative tracks with the remaining high-score detections.
+4. tentative tracks with the remaining high-score detections. A tentative track has no
+   velocity yet, and where the detector skips frames (`detect.fps`, `motion`) an object
+   can move further than its own width between two runs. Both boxes are grown (C-BIoU's
+   buffered IoU) to their size times the frames between the two sightings, so the match
+   accepts the same speed per frame as on consecutive frames, where it is plain IoU; up
+   to 3 frames between runs (`_MAX_REACH`): a wider net confirms more false positives
+   than the objects it finds (`pipeline bench --tracking --detect-every 5`).
 A lost track found again is corrected along the straight path from its last box to the
 new one (OC-SORT's observation-centric re-update), so the velocity it guessed while
 unseen does not linger; while lost it keeps its size (no height or aspect velocity).
@@ -50,6 +56,8 @@ from pipeline.stages import motion
 
 _LOST_DECAY = 0.98  # a lost track's weight in the assignment, per update unseen
 _EDGE = 0.02        # a box this close to the picture's edge (share of its width or height) touches it
+_TENTATIVE_REACH = 0.5  # per frame skipped, each side: a box grown to its size times the frames between sightings
+_MAX_REACH = 1.0        # ... at most (3 frames between runs)
 
 
 class TrackState(IntEnum):
@@ -135,6 +143,23 @@ def reupdate(seen: np.ndarray, seen_mean: np.ndarray, seen_cov: np.ndarray, obs:
     return mean[0], cov[0]
 
 
+def buffered_iou(a: np.ndarray, b: np.ndarray, grow: np.ndarray) -> np.ndarray:
+    """IoU of every box in `a` with every box in `b`, both grown on each side by `grow`
+    (per row of `a`) of their own width and height."""
+    def grown(boxes: np.ndarray, k: np.ndarray) -> np.ndarray:
+        w, h = (boxes[..., 2] - boxes[..., 0]) * k, (boxes[..., 3] - boxes[..., 1]) * k
+        return np.stack([boxes[..., 0] - w, boxes[..., 1] - h, boxes[..., 2] + w, boxes[..., 3] + h], axis=-1)
+
+    ga = grown(a.astype(np.float64), grow)[:, None, :]                             # (n, 1, 4)
+    gb = grown(b.astype(np.float64)[None, :, :], grow[:, None])                     # (n, m, 4)
+    iw = np.clip(np.minimum(ga[..., 2], gb[..., 2]) - np.maximum(ga[..., 0], gb[..., 0]), 0, None)
+    ih = np.clip(np.minimum(ga[..., 3], gb[..., 3]) - np.maximum(ga[..., 1], gb[..., 1]), 0, None)
+    inter = iw * ih
+    union = ((ga[..., 2] - ga[..., 0]) * (ga[..., 3] - ga[..., 1]) + (gb[..., 2] - gb[..., 0]) * (gb[..., 3] - gb[..., 1])
+             - inter)
+    return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
+
+
 def at_edge(boxes: np.ndarray, size: tuple[float, float] | None) -> np.ndarray:
     """Per box: whether it touches the picture's edge (a track last seen there has left)."""
     if size is None:
@@ -194,11 +219,13 @@ class ByteTracker:
             t.mean, t.cov = motion.predict(t.mean, t.cov)
 
     def _similarity(self, t: np.ndarray, d: np.ndarray, boxes: np.ndarray, classes: np.ndarray,
-                    track_boxes: np.ndarray | None = None) -> np.ndarray:
-        """IoU of tracks `t` (their predicted boxes, or `track_boxes`) with detections `d`."""
+                    track_boxes: np.ndarray | None = None, reach: np.ndarray | None = None) -> np.ndarray:
+        """IoU of tracks `t` (their predicted boxes, or `track_boxes`) with detections `d`;
+        with `reach` (per track), the buffered IoU of boxes grown by it."""
         if not len(t) or not len(d):
             return np.zeros((len(t), len(d)))
-        sim = iou_matrix(motion.to_xyxy(self.tracks.mean[t]) if track_boxes is None else track_boxes, boxes[d])
+        ours = motion.to_xyxy(self.tracks.mean[t]) if track_boxes is None else track_boxes
+        sim = iou_matrix(ours, boxes[d]) if reach is None or not reach.any() else buffered_iou(ours, boxes[d], reach)
         if self.spec.class_aware:
             sim = np.where(self.tracks.class_id[t][:, None] == classes[d][None, :], sim, 0.0)
         return sim
@@ -225,7 +252,9 @@ class ByteTracker:
         dets.append(left[c])
         left = np.delete(left, c)
         tentative = np.nonzero((t.state == TrackState.TENTATIVE) & active)[0]
-        r, c = assign(self._similarity(tentative, left, boxes, classes) * scores[left][None, :], s.confirm_iou)
+        reach = np.minimum(_TENTATIVE_REACH * (self.frames - t.seen_at[tentative] - 1), _MAX_REACH)  # frames skipped
+        r, c = assign(self._similarity(tentative, left, boxes, classes, reach=reach) * scores[left][None, :],
+                      s.confirm_iou)
         rows.append(tentative[r])
         dets.append(left[c])
         return np.concatenate(rows), np.concatenate(dets)

@@ -35,3 +35,21 @@ def test_an_unknown_level_is_a_one_line_error(tmp_path, capsys):
     gt = write_gt(tmp_path / "gt.txt")
     assert main(["bench", "--tracking", "--gt", str(gt), "--levels", "extreme"]) == 2
     assert "--levels: unknown extreme" in capsys.readouterr().err
+
+
+def test_detecting_one_frame_in_k_adds_a_row_scored_on_every_frame(tmp_path, capsys):
+    gt = write_gt(tmp_path / "gt.txt", people=3, frames=30)
+    assert main(["bench", "--tracking", "--gt", str(gt), "--seeds", "1", "--levels", "clean",
+                 "--detect-every", "1", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "| clean | this project | 100.0 |" in out and "| clean | this project, detector on 1 frame in 3 |" in out
+    assert main(["bench", "--tracking", "--gt", str(gt), "--detect-every", "0"]) == 2
+    assert "--detect-every" in capsys.readouterr().err
+
+
+def test_between_detections_our_tracker_reports_its_tracks_predicted():
+    boxes = np.array([[0, 0, 40, 80]], np.float64)
+    dets = [Detections(boxes + 5 * f, np.array([0.9]), np.array([1])) for f in range(6)]
+    tracked, _ = tracking.run_tracker(tracking.ours(), dets, every=3)
+    assert [ids.tolist() for _, ids in tracked] == [[1]] * 6
+    assert tracked[1][0][0, 0] > tracked[0][0][0, 0] - 1e-9

@@ -129,3 +129,32 @@ def test_a_track_unseen_for_longer_than_max_age_is_gone():
     t = ByteTracker(TrackSpec(max_age=3))
     run(t, [[(box(0, 0), 0.9)]] * 2 + [[]] * 5)
     assert len(t.tracks) == 0
+
+
+def walker(t, frames, every, step):
+    """A person walking `step` pixels a frame, detected on one frame in `every` (the
+    others predicted, as behind `detect.fps`), after a first run that saw only a person
+    standing (on a camera's first update every object is confirmed at once). The
+    walker's id per detector run."""
+    run(t, [[(box(0, 300), 0.9)]])
+    ids = []
+    for f in range(1, frames):
+        if f % every:
+            t.predict()
+            continue
+        ids.append(run(t, [[(box(0, 300), 0.9), (box(100 + step * f, 0), 0.8)]])[0][1])
+    return ids
+
+
+def test_a_tentative_match_accepts_the_same_speed_whatever_the_detection_rate():
+    # 15 px a frame, 45 between runs on one frame in 3: further than its own width (40),
+    # so its second sighting does not overlap its first; the tentative match reaches over
+    # the frames the detector skipped
+    for every in (1, 3):
+        ids = walker(ByteTracker(TrackSpec()), 30, every=every, step=15)
+        assert ids[0] == -1 and ids[1] > 0 and set(ids[1:]) == {ids[1]}, every
+
+
+def test_on_consecutive_frames_a_tentative_match_is_plain_iou():
+    # the jump of 45 px, made in one frame, is another object's
+    assert walker(ByteTracker(TrackSpec()), 10, every=1, step=45) == [-1] * 9
