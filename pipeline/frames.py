@@ -159,7 +159,8 @@ class DetectPlan:
     """Whether the detector runs on a frame, and why: decided in the camera's thread
     (`sources.detect_gate`) from the frame's time and its own motion, so a file gives the
     same runs on a fast machine and a loaded one. `reason` of a run: `every` (no gate),
-    `first`, `motion`, `refresh`; of none: `rate` (between the detection rate's frames),
+    `first`, `motion`, `tracks`, `refresh`, `border` (between the rate's frames, a moving
+    track at a line or a zone's edge); of none: `rate` (between the detection rate's frames),
     `still` (no motion and no refresh due: gated)."""
 
     run: bool

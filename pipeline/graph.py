@@ -21,13 +21,13 @@ import time
 
 import cv2
 
-from pipeline.config import Config, ConfigError, SourceConfig, TrackSpec, cameras_problem, entry_stage
+from pipeline.config import AnalyticsSpec, Config, ConfigError, SourceConfig, TrackSpec, cameras_problem, entry_stage
 from pipeline.engines.engine_registry import EngineRegistry
 from pipeline.engines.model_check import OpenModel, open_models
 from pipeline.engines.plan import ThreadPlan, plan_threads
 from pipeline.engines.session import ModelError
 from pipeline.errors import CameraInUse
-from pipeline.frames import Resume
+from pipeline.frames import ClassNames, Resume
 from pipeline.metrics.registry import Metrics, thread_count
 from pipeline.metrics.snapshot import Snapshot
 from pipeline.preprocess import Preprocessor
@@ -39,6 +39,7 @@ from pipeline.side_outputs import SideOutputs
 from pipeline.sinks.sink import SinkStage
 from pipeline.sinks.views import converts_every_frame
 from pipeline.sources.camera import VideoSource
+from pipeline.sources.borders import Borders
 from pipeline.sources.detect_gate import DetectGate
 from pipeline.stages import STAGES
 from pipeline.stages.build import BuildContext
@@ -47,15 +48,20 @@ log = logging.getLogger("pipeline.graph")
 
 
 def detect_gate(config: Config, engines: EngineRegistry, s: SourceConfig, feedbacks: TrackFeedbacks) -> DetectGate:
-    """Which of the camera's frames its detector sees. Only a gate on motion reads the
-    camera's tracks (a file camera's waits for them: the same decisions however far the
-    graph got, a live one's never); for the others the tracker hands back nothing."""
+    """Which of the camera's frames its detector sees. Only a gate on motion, or one that
+    watches the camera's lines and zones behind a rate, reads the camera's tracks (a file
+    camera's waits for them: the same decisions however far the graph got, a live one's
+    never); for the others the tracker hands back nothing."""
     entry = entry_stage(config.graph)
     assert entry is not None
     rate = entry.rate(s.id)
-    feedback = feedbacks.open(s.id, wait=not s.live) if rate.motion else None
+    analytics = next((g for g in config.graph if isinstance(g, AnalyticsSpec)), None)
+    borders = Borders()
+    if rate.at_borders and analytics is not None:
+        borders = Borders.of(analytics.cameras.get(s.id), ClassNames(config.detector.labels))
+    feedback = feedbacks.open(s.id, wait=not s.live) if rate.motion or borders else None
     return DetectGate(rate, s.motion, max(config.models[entry.model].input_size),
-                      engines.regions_per_run(entry.model), feedback)
+                      engines.regions_per_run(entry.model), feedback, borders)
 
 
 class Pipeline:

@@ -23,6 +23,7 @@ def main() -> None:
     ap.add_argument("--fps", type=float, default=5.0)
     ap.add_argument("--refresh-s", type=float, default=10.0)
     ap.add_argument("--regions", action="store_true")
+    ap.add_argument("--border-s", type=float, help="the detect stage's `border_s` (default: the config's)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
     config = load_config(args.config)
@@ -33,7 +34,7 @@ def main() -> None:
     results = {}
     for clip in args.clips:
         one = replace(config, sources=[replace(camera, uri=os.path.abspath(clip))])
-        results[clip] = agreement(one, args.fps, args.refresh_s, args.regions)
+        results[clip] = agreement(one, args.fps, args.refresh_s, args.regions, args.border_s)
         print("\n".join(markdown(os.path.basename(clip), results[clip])), flush=True)
     if args.json:
         with open(args.json, "w") as f:

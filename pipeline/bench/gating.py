@@ -44,9 +44,11 @@ class Run:
         return [json.loads(line) for line in self.text.splitlines()]
 
 
-def gated(config: Config, fps: float | None = 5.0, refresh_s: float = 10.0, regions: bool = False) -> Config:
-    """The config with its detector gated by motion at `fps`."""
-    graph = [replace(s, fps=fps, motion=True, refresh_s=refresh_s, regions=regions) if isinstance(s, DetectSpec)
+def gated(config: Config, fps: float | None = 5.0, refresh_s: float = 10.0, regions: bool = False,
+          border_s: float | None = None) -> Config:
+    """The config with its detector gated by motion at `fps` (`border_s`: the stage's own where None)."""
+    graph = [replace(s, fps=fps, motion=True, refresh_s=refresh_s, regions=regions,
+                     border_s=s.border_s if border_s is None else border_s) if isinstance(s, DetectSpec)
              else s for s in config.graph]
     return replace(config, graph=graph)
 
@@ -129,11 +131,12 @@ def compare(every: Run, fast: Run, paced: Run, seconds: float) -> dict:
             "cpu_per_video_s": {"every": round(every.cpu_s / seconds, 3), "gated": round(fast.cpu_s / seconds, 3)}}
 
 
-def agreement(config: Config, fps: float | None = 5.0, refresh_s: float = 10.0, regions: bool = False) -> dict:
+def agreement(config: Config, fps: float | None = 5.0, refresh_s: float = 10.0, regions: bool = False,
+              border_s: float | None = None) -> dict:
     """Every-frame, gated and paced gated runs of `config`, compared."""
     every = run(config)
-    fast = run(gated(config, fps, refresh_s, regions))
-    paced = run(gated(config, fps, refresh_s, regions), paced=True)
+    fast = run(gated(config, fps, refresh_s, regions, border_s))
+    paced = run(gated(config, fps, refresh_s, regions, border_s), paced=True)
     seconds = max((r["time"] or 0.0) for r in every.rows) or 1.0
     return compare(every, fast, paced, seconds)
 

@@ -85,6 +85,10 @@ MOTION_DOC = ("run the detector only on frames with motion (measured as `sources
 REFRESH_DOC = "with `motion`: run the detector at least this often (seconds of the camera's time), motion or not"
 REGIONS_DOC = ("with `motion`: run the detector on square crops around the motion, cut from the full-resolution "
                "frame, where they cost no more than one run on the whole frame")
+BORDER_DOC = ("with `fps`: every frame goes to the detector while motion touches a counting line or a zone's edge "
+              "of the analytics stage, or a moving track is this many seconds (at its speed across it) from one, "
+              "before or after: crossings and entries are decided at the camera's full rate, as without a rate "
+              "(0: the rate holds there too)")
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,12 @@ class DetectRate:
     motion: bool = False
     refresh_s: float = 10.0
     regions: bool = False
+    border_s: float = 0.5
+
+    @property
+    def at_borders(self) -> bool:
+        """Whether lines and zone edges take every frame: only behind a rate, and unless `border_s` is 0."""
+        return self.fps is not None and self.border_s > 0
 
 
 @dataclass(kw_only=True)
@@ -104,6 +114,7 @@ class DetectCameraSpec:
     motion: bool | None = option(None, shown="the stage's", doc="this camera's `motion`")
     refresh_s: float | None = option(None, check=positive, shown="the stage's", doc="this camera's `refresh_s`")
     regions: bool | None = option(None, shown="the stage's", doc="this camera's `regions`")
+    border_s: float | None = option(None, check=non_negative, shown="the stage's", doc="this camera's `border_s`")
 
 
 @dataclass(kw_only=True)
@@ -117,15 +128,17 @@ class DetectSpec(StageSpec):
     motion: bool = option(False, doc=MOTION_DOC)
     refresh_s: float = option(10.0, check=positive, doc=REFRESH_DOC)
     regions: bool = option(False, doc=REGIONS_DOC)
+    border_s: float = option(0.5, check=non_negative, doc=BORDER_DOC)
     cameras: dict[str, DetectCameraSpec] = option(factory=dict, doc="per camera id: its own `fps`, `motion`, "
-                                                                    "`refresh_s`, `regions`")
+                                                                    "`refresh_s`, `regions`, `border_s`")
 
     def rate(self, camera: str) -> DetectRate:
         """The camera's detection rate: its own overrides, else the stage's options."""
         own = self.cameras.get(camera, DetectCameraSpec())
         pick = lambda mine, stage: stage if mine is None else mine  # noqa: E731
         return DetectRate(pick(own.fps, self.fps), pick(own.motion, self.motion),
-                          pick(own.refresh_s, self.refresh_s), pick(own.regions, self.regions))
+                          pick(own.refresh_s, self.refresh_s), pick(own.regions, self.regions),
+                          pick(own.border_s, self.border_s))
 
     def check(self, ctx: GraphContext, r: Reader) -> None:
         _check_model(r, ctx, f"{self.path}.model", self.model, classifier=False)

@@ -27,13 +27,15 @@ LAG_S = 0.5  # the gate sees the tracks as they stood this much of the camera's 
 class TrackView:
     """A camera's confirmed tracks after the tracker's update on frame `seq` (at `t`
     seconds of the camera's time): boxes (frame pixels), velocities of their centres
-    (pixels a second), and which of them still move (not stationary)."""
+    (pixels a second), which of them still move (not stationary), and their classes
+    (the detector's ids)."""
 
     seq: int
     t: float
     boxes: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.float32))
     velocity: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.float32))
     moving: np.ndarray = field(default_factory=lambda: np.zeros((0,), bool))
+    class_id: np.ndarray = field(default_factory=lambda: np.zeros((0,), np.int64))
 
     def moving_at(self, t: float) -> np.ndarray:
         """The moving tracks' boxes carried on to time `t` along their velocities."""

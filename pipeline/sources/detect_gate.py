@@ -14,6 +14,12 @@ camera (the first frame always goes); so on a still scene the detector runs once
 `refresh_s`. Motion is measured only on the frames of the rate: what moves between two
 of them shows in the second. With `regions`, a run for motion looks only at square crops
 around it and the moving tracks where that is cheaper (`sources.regions`).
+
+Behind a rate, a frame between the rate's frames still goes to the detector while the
+motion of the rate's last frame touches a counting line or a zone's edge, or a moving
+track (the same lagged view, carried on) is within `border_s` seconds of one, before or
+after it (`sources.borders`): events are decided there at the camera's full rate, and the
+rate holds everywhere else.
 """
 from __future__ import annotations
 
@@ -26,28 +32,34 @@ import numpy as np
 
 from pipeline.config import MotionConfig
 from pipeline.config.stages import DetectRate
-from pipeline.frames import DetectPlan
+from pipeline.frames import DetectPlan, Motion
 from pipeline.runtime.track_feedback import LAG_S, TrackFeedback, TrackView
+from pipeline.sources.borders import Borders
 from pipeline.sources.motion_detector import MotionDetector
 from pipeline.sources.regions import plan_regions
 
 _EPS = 1e-6  # timestamps in a time base are not exact in binary
+_NONE = np.zeros((0, 4), np.float32)  # no boxes
 
 
 class DetectGate:
     """`least`: a region's smallest side (the model's input); `budget`: the regions one run
     may take (the cost rule, `sources.regions`); `feedback`: the camera's tracks, at a
-    fixed lag (None: no tracker)."""
+    fixed lag (None: no tracker); `borders`: the camera's lines and zone edges, watched
+    behind a rate (`border_s`)."""
 
     def __init__(self, rate: DetectRate, motion: MotionConfig, least: int = 0, budget: int = 1,
-                 feedback: TrackFeedback | None = None):
+                 feedback: TrackFeedback | None = None, borders: Borders | None = None):
         self.rate = rate
         self.motion = MotionDetector(motion) if rate.motion else None
         self.least, self.budget = least, budget
-        self.feedback = feedback if rate.motion else None
+        self.borders = borders if rate.at_borders and borders is not None else Borders()
+        self.feedback = feedback if rate.motion or self.borders else None
         self._handed: deque[tuple[int, float]] = deque()  # (seq, time) of frames handed on, newest last
         self._slot: int | None = None  # the slot of the rate's last frame
         self._last_run: float | None = None
+        self._watched: Borders | None = None  # the borders inside the picture, once it is seen
+        self._at_border = _NONE  # the motion of the rate's last frame, where it touched a border
 
     def handed(self, seq: int, t: float) -> None:
         """Frame `seq` (at `t`) went on to the graph: its tracker will publish on it."""
@@ -78,13 +90,21 @@ class DetectGate:
 
     def plan(self, picture: av.VideoFrame, t: float, stopping: Callable[[], bool] = lambda: False) -> DetectPlan:
         """Whether the detector runs on `picture`, shown at `t` seconds of the camera's time."""
+        if self._watched is None:
+            self._watched = self.borders.within(picture.width, picture.height) if self.borders else self.borders
         if not self._due(t):
+            tracks = self._tracks(t, stopping) if self.borders else None  # read even when none is watched: it drains
+            if len(self._at_border) or (tracks is not None and self._near(t, tracks)):
+                return self._run(picture, t, "border", None, tracks, self._at_border)
             return DetectPlan(False, "rate")
         if self.motion is None:
+            if self.borders:
+                self._tracks(t, stopping)  # read on every frame, as its tracker publishes
             return DetectPlan(True, "every")
         motion = self.motion(picture, t)
+        self._at_border = motion.boxes if self._watched.touched(motion.boxes) else _NONE
         tracks = self._tracks(t, stopping)
-        moving = tracks.moving_at(t) if tracks is not None else np.zeros((0, 4), np.float32)
+        moving = tracks.moving_at(t) if tracks is not None else _NONE
         if self._last_run is None:
             reason = "first"
         elif motion.moving:
@@ -95,10 +115,23 @@ class DetectGate:
             reason = "refresh"
         else:
             return DetectPlan(False, "still", motion)
+        return self._run(picture, t, reason, motion, tracks, motion.boxes)
+
+    def _near(self, t: float, tracks: TrackView) -> bool:
+        """Whether a moving track, carried on to `t`, is within `border_s` of a line or zone edge."""
+        moving = tracks.moving
+        return self._watched is not None and self._watched.near(
+            tracks.moving_at(t), tracks.velocity[moving], tracks.class_id[moving], self.rate.border_s)
+
+    def _run(self, picture: av.VideoFrame, t: float, reason: str, motion: Motion | None,
+             tracks: TrackView | None, moved: np.ndarray) -> DetectPlan:
+        """A run on the frame: with `regions`, one for motion (`moved`), moving tracks or a
+        border looks at them only; a first run and a refresh look at everything."""
         self._last_run = t
         regions = None
-        if reason in ("motion", "tracks") and self.rate.regions:  # a first run and a refresh look at everything
-            regions = plan_regions(_to_cover(motion.boxes, moving, tracks), (picture.width, picture.height),
+        if reason in ("motion", "tracks", "border") and self.rate.regions:
+            moving = tracks.moving_at(t) if tracks is not None else _NONE
+            regions = plan_regions(_to_cover(moved, moving, tracks), (picture.width, picture.height),
                                    self.least, self.budget)
         return DetectPlan(True, reason, motion, regions)
 

@@ -115,7 +115,7 @@ class CameraTracks:
         t = self.t if self.t is not None else 0.0
         return TrackView(frame.seq, t, motion.to_xyxy(tr.mean[rows]).astype(np.float32),
                          (tr.mean[rows, 4:6] / self.step_s).astype(np.float32),
-                         ~self.still.stationary(tr.id[rows], t))
+                         ~self.still.stationary(tr.id[rows], t), tr.class_id[rows])
 
 
 class TrackStage(InlineStage):

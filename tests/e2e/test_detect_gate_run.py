@@ -9,12 +9,14 @@ import pytest
 import yaml
 
 from conftest import ROOT, read_jsonl, run_pipeline, detector_model
+from pipeline.config import DetectSpec
 from pipeline.runtime.track_feedback import LAG_S
 
 pytest.importorskip("skimage.data", reason="scikit-image provides the photos moved in the synthetic clip")
 from synthetic import Mover, picture, render  # noqa: E402
 
 FPS = 15
+BORDER_S = DetectSpec.__dataclass_fields__["border_s"].default
 STILL, WALK = 30, 30  # frames: still, a person walks across, still again
 
 
@@ -43,7 +45,11 @@ def test_the_detector_runs_on_the_moving_frames_of_the_rate_and_once_per_refresh
     assert len(rows) == 2 * STILL + WALK
     ran = [r["seq"] for r in rows if r["detected"]]
     walking = [s for s in ran if STILL <= s < STILL + WALK]
-    assert walking == list(range(STILL, STILL + WALK, 3))  # every frame of the rate while it moves
+    rate = list(range(STILL, STILL + WALK, 3))
+    assert set(rate) <= set(walking)  # every frame of the rate while it moves
+    crossed = next(r["seq"] for r in read_jsonl(str(tmp_path / "every" / "detections.jsonl")) if r.get("events"))
+    between = [s for s in walking if s not in rate]  # and the frames between, only while it is at the line
+    assert between and all(abs(s - crossed) / FPS <= BORDER_S + 2 / FPS for s in between), (crossed, between)
     # once it has gone, the tracks seen moving `LAG_S` before still run the detector; then it is still
     after = STILL + WALK + LAG_S * FPS + 3
     for stretch in ([s for s in ran if s < STILL], [s for s in ran if s >= after]):

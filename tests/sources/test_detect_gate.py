@@ -99,3 +99,61 @@ def test_a_runs_regions_hold_the_motion_the_moving_tracks_and_whole_the_still_tr
                        np.array([[10.0, 0.0], [0.0, 0.0], [0.0, 0.0]], np.float32), np.array([True, False, False]))
     cover = _to_cover(motion, tracks.moving_at(1.0), tracks)
     assert cover.tolist() == [[100, 100, 120, 120], [10, 0, 20, 10], [110, 90, 200, 150]]  # not the car far away
+
+
+RATE = {0, *range(9, 60, 3)}  # the first frame, then the rate's frames once the tracker's view (LAG_S) says it moves
+
+
+def walk_to_a_line(border_s: float) -> list[tuple[int, str]]:
+    """A person tracked walking right at 60 px/s towards a line at x = 100, behind `fps: 5`
+    on a 15 fps camera (the picture still: no motion); the frames the detector sees."""
+    from pipeline.config.stages import CameraAnalyticsSpec, LineSpec
+    from pipeline.frames import ClassNames
+    from pipeline.runtime.track_feedback import TrackFeedback, TrackView
+    from pipeline.sources.borders import Borders
+
+    feedback = TrackFeedback(wait=True)
+    line = CameraAnalyticsSpec(lines=[LineSpec(name="door", points=[(100, 0), (100, 89)])])
+    gate = DetectGate(DetectRate(fps=5, motion=True, refresh_s=100, border_s=border_s), MotionConfig(),
+                      feedback=feedback, borders=Borders.of(line, ClassNames(["person"])))
+    plans = []
+    for i, vf in enumerate(still_and_moving(60, range(0))):
+        x = 60 * i / 15 - 40  # the anchor's x on frame i: at the line at 2.33 s
+        feedback.publish(TrackView(i, i / 15, np.array([[x - 5, 40, x + 5, 80]], np.float32),
+                                   np.array([[60.0, 0.0]], np.float32), np.array([True]), np.array([0])))
+        plans.append(gate.plan(vf, i / 15, lambda: False))
+        gate.handed(i, i / 15)
+    return [(i, p.reason) for i, p in enumerate(plans) if p.run]
+
+
+def test_behind_a_rate_every_frame_goes_to_the_detector_while_a_moving_track_is_border_s_from_a_line():
+    ran = walk_to_a_line(0.5)
+    border = [i for i, r in ran if r == "border"]
+    assert all(i % 3 for i in border)  # between the rate's frames only
+    assert border and all(abs(i / 15 - 140 / 60) <= 0.5 + 1e-6 for i in border)  # around the crossing only
+    assert len(border) == 2 * len(range(28, 43)) // 3  # the frames between the rate's, 0.5 s either side
+    assert {i for i, r in ran if r != "border"} == RATE
+
+
+def test_with_border_s_0_the_rate_holds_at_lines_too():
+    assert {i for i, _ in walk_to_a_line(0.0)} == RATE
+
+
+def test_behind_a_rate_the_frames_after_one_whose_motion_touches_a_line_go_to_the_detector():
+    """A block slides right across a still picture, over a line at x = 80 (no tracker):
+    the frames between the rate's follow the detector only while the motion is at the line."""
+    from pipeline.config.stages import CameraAnalyticsSpec, LineSpec
+    from pipeline.frames import ClassNames
+    from pipeline.sources.borders import Borders
+
+    line = CameraAnalyticsSpec(lines=[LineSpec(name="door", points=[(80, 0), (80, 89)])])
+    gate = DetectGate(DetectRate(fps=5, motion=True, refresh_s=100), MotionConfig(),
+                      borders=Borders.of(line, ClassNames(["person"])))
+    pictures = still_and_moving(60, range(15, 45))  # x = 10 + 4 * (i - 15): over x = 80 from about frame 29 to 32
+    plans = [gate.plan(vf, i / 15) for i, vf in enumerate(pictures)]
+    border = [i for i, p in enumerate(plans) if p.run and p.reason == "border"]
+    motion = {i: p.motion.boxes for i, p in enumerate(plans) if p.motion is not None}
+    assert border and all(i % 3 for i in border)
+    touching = {i for i, boxes in motion.items() if any(x1 <= 80 <= x2 for x1, _, x2, _ in boxes)}
+    assert {i - i % 3 for i in border} == touching  # the frames after each rate frame whose motion was at the line
+    assert all(abs(i - 30) <= 6 for i in border)
