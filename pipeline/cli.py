@@ -261,8 +261,11 @@ def _add_bench(sub) -> None:
                             "py-motmetrics)")
     bench.add_argument("--density", metavar="CLIP",
                        help="only: the most paced live cameras of CLIP held, as configured and with default outputs; "
-                            "CLIP: a file or a made clip (1080p, 1080p-bframes, 360p, 1080p-idle); levels of "
-                            "--live-seconds")
+                            "CLIP: a file or a made clip (1080p, 1080p-bframes, 360p, 1080p-idle, 360p-idle); levels "
+                            "of --live-seconds")
+    bench.add_argument("--detect-clip", metavar="CLIP",
+                       help="with --density: every camera analyses CLIP as its sub-stream (`detect_uri`) and records "
+                            "the --density clip (a file or a made clip, e.g. 360p-idle beside 1080p-idle)")
     bench.add_argument("--fps", type=int, help="with --density: the made clip's frame rate (default 15)")
     bench.add_argument("--runs", type=int, default=1, help="with --density: rounds, each figure their median")
     bench.set_defaults(func=cmd_bench)

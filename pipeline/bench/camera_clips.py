@@ -14,6 +14,7 @@ same clip never see half of it.
     1080p-bframes   the same with 2 B-frames
     360p            640x360, the sub-stream of `1080p` (same frames, times and GOP)
     1080p-idle      10 s still, 10 s of activity, 10 s still
+    360p-idle       640x360, the sub-stream of `1080p-idle`
 """
 from __future__ import annotations
 
@@ -130,7 +131,7 @@ def sub_stream(main: str | os.PathLike, path: str | os.PathLike, size: tuple[int
     return str(path)
 
 
-NAMES = ("1080p", "1080p-bframes", "360p", "1080p-idle")
+NAMES = ("1080p", "1080p-bframes", "360p", "1080p-idle", "360p-idle")
 
 
 def clip(name: str, fps: int = 15) -> str:
@@ -144,8 +145,8 @@ def clip(name: str, fps: int = 15) -> str:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".mp4", dir=path.parent)
     os.close(fd)
     try:
-        if name == "360p":
-            sub_stream(clip("1080p", fps), tmp)
+        if name.startswith("360p"):
+            sub_stream(clip(name.replace("360p", "1080p"), fps), tmp)
         elif name == "1080p-idle":
             idle_clip(tmp, Encoding(fps=fps))
         else:

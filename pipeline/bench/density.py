@@ -42,10 +42,12 @@ ON_PURPOSE = ("stride", "max_fps")  # frames a camera's settings skip: not lost
 GOLDEN = 0.618033988749895
 
 
-def with_density_cameras(config: Config, clip: str, n: int, fps: float) -> Config:
-    """`n` paced live cameras of `clip`, set up like the config's first source."""
+def with_density_cameras(config: Config, clip: str, n: int, fps: float, detect_clip: str | None = None) -> Config:
+    """`n` paced live cameras of `clip`, set up like the config's first source; with
+    `detect_clip`, each analyses that clip as its sub-stream (`detect_uri`) and records `clip`."""
     template = config.sources[0]
-    sources = [replace(template, id=f"cam{i}", uri=clip, live=True, realtime=True, loop=True,
+    sources = [replace(template, id=f"cam{i}", uri=clip, detect_uri=detect_clip or template.detect_uri,
+                       live=True, realtime=True, loop=True,
                        queue=QueueConfig(size=1, policy="drop_oldest"), phase_s=(i * GOLDEN) % 1.0 / fps)
                for i in range(n)]
     return replace(config, sources=sources)
@@ -89,14 +91,14 @@ def busy_s() -> float | None:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def run_level(config: Config, clip: str, n: int, fps: float, seconds: float) -> dict:
+def run_level(config: Config, clip: str, n: int, fps: float, seconds: float, detect_clip: str | None = None) -> dict:
     """One level: `n` cameras for `seconds`, drained, judged on what came after its first
     `warm-up` seconds (sessions, threads and the cameras' first frames settling)."""
     from pipeline.graph import Pipeline
 
     folder = tempfile.mkdtemp(prefix="bench-density-")
     try:
-        cfg = with_density_cameras(config, clip, n, fps).with_output_dir(folder)
+        cfg = with_density_cameras(config, clip, n, fps, detect_clip).with_output_dir(folder)
         p = Pipeline(cfg, timeline=True)
         warmup = min(WARMUP_S, seconds / 4)
         cpu0, busy0, early = os.times(), busy_s(), None
@@ -184,22 +186,27 @@ def search(level: Level, limit: int = 64) -> dict:
     return {"held": lo, "levels": levels}
 
 
-def bench_density(config: Config, clip: str, fps: float, seconds: float, runs: int = 1, limit: int = 64) -> dict:
-    """The search for the config as given and with today's default outputs, in turns."""
+def bench_density(config: Config, clip: str, fps: float, seconds: float, runs: int = 1, limit: int = 64,
+                  detect_clip: str | None = None) -> dict:
+    """The search for the config as given and with today's default outputs, in turns
+    (`detect_clip`: every camera's sub-stream, in both)."""
     designs = {"as configured": config, "default outputs": with_default_outputs(config)}
     rounds: dict[str, list[dict]] = {name: [] for name in designs}
     for r in range(runs):
         for name, cfg in designs.items():
             log.info("density: round %d of %d, %s", r + 1, runs, name)
-            rounds[name].append(search(lambda n: run_level(cfg, clip, n, fps, seconds), limit))
+            rounds[name].append(search(lambda n: run_level(cfg, clip, n, fps, seconds, detect_clip), limit))
     held = {name: statistics.median(s["held"] for s in rs) for name, rs in rounds.items()}
     base = held["default outputs"]
-    return {"clip": clip, "fps": fps, "seconds": seconds, "runs": runs, "held": held,
+    return {"clip": clip, "detect_clip": detect_clip, "fps": fps, "seconds": seconds, "runs": runs, "held": held,
             "ratio": round(held["as configured"] / base, 2) if base else None, "rounds": rounds}
 
 
 def table(result: dict) -> str:
-    lines = [f"{os.path.basename(result['clip'])} at {result['fps']:g} fps, {result['seconds']:g} s per level, "
+    sub = result.get("detect_clip")
+    lines = [f"{os.path.basename(result['clip'])}"
+             + (f" (analysing {os.path.basename(sub)})" if sub else "")
+             + f" at {result['fps']:g} fps, {result['seconds']:g} s per level, "
              f"median of {result['runs']}: held {result['held']['as configured']:g} cameras as configured, "
              f"{result['held']['default outputs']:g} with default outputs"
              + (f" ({result['ratio']}x)" if result["ratio"] else ""), "",

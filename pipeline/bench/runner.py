@@ -286,10 +286,17 @@ def density_main(args: argparse.Namespace) -> int:
     named = args.density in camera_clips.NAMES
     if args.fps is not None and not named:
         raise SystemExit(f"bench: --fps sets the rate of a made clip; {args.density} plays at its own")
-    clip = camera_clips.clip(args.density, args.fps or 15) if named else os.path.abspath(args.density)
-    result = density.bench_density(load_config(args.config), clip, _rate(clip), args.live_seconds, args.runs)
+
+    def made(name: str) -> str:
+        return camera_clips.clip(name, args.fps or 15) if name in camera_clips.NAMES else os.path.abspath(name)
+
+    clip = made(args.density)
+    sub = made(args.detect_clip) if args.detect_clip else None
+    result = density.bench_density(load_config(args.config), clip, _rate(clip), args.live_seconds, args.runs,
+                                   detect_clip=sub)
     result["machine"] = {"cores": len(os.sched_getaffinity(0)), "cpu": cpu_name(), "onnxruntime": ort.__version__}
     result["command"] = (f"pipeline bench --config {args.config} --density {args.density}"
+                         + (f" --detect-clip {args.detect_clip}" if args.detect_clip else "")
                          + (f" --fps {args.fps}" if args.fps else "") + f" --live-seconds {args.live_seconds:g}"
                          + f" --runs {args.runs}")
     os.makedirs(args.out, exist_ok=True)

@@ -76,3 +76,19 @@ def test_a_named_clip_is_made_once_into_the_cache(tmp_path, monkeypatch):
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [path.rsplit("/", 1)[1]]  # nothing half-made left
     with pytest.raises(ValueError, match="unknown clip"):
         clips.clip("4k")
+
+
+def test_the_named_idle_sub_stream_is_made_from_the_named_idle_clip(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIPELINE_CLIPS", str(tmp_path / "cache"))
+
+    def tiny(path, encoding, source=clips.SAMPLE, seconds=None):
+        return clips.write_clip(path, clips._pictures(source, (96, 54), 0.5, encoding.fps),
+                                clips.Encoding(size=(96, 54), fps=encoding.fps))
+
+    monkeypatch.setattr(clips, "idle_clip", tiny)
+    sub = clips.clip("360p-idle", fps=10)
+    main = tmp_path / "cache" / "vtest-1080p-idle-10fps.mp4"
+    assert main.exists() and sub == str(tmp_path / "cache" / "vtest-360p-idle-10fps.mp4")
+    assert len(frames(sub)) == len(frames(str(main))) == 5
+    with av.open(sub) as c:
+        assert (c.streams.video[0].width, c.streams.video[0].height) == (640, 360)

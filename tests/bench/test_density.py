@@ -67,3 +67,11 @@ def test_a_round_of_both_designs_runs_live_cameras_of_the_clip(tmp_path, sample_
         assert level["cameras"] == 1 and level["decoded"] >= 5 and level["processed"] > 0
         assert "JSON lines short" not in level["why"]
     assert "| as configured | 1 | 1 |" in density.table(result)
+
+
+def test_with_a_detect_clip_every_camera_records_the_clip_and_analyses_the_sub_stream(tmp_path, sample_path,
+                                                                                       model_path):
+    cfg = config(tmp_path, sample_path, model_path)
+    cams = density.with_density_cameras(cfg, "/clips/main.mp4", 3, 15.0, "/clips/sub.mp4").sources
+    assert [(c.uri, c.detect_uri, c.live) for c in cams] == [("/clips/main.mp4", "/clips/sub.mp4", True)] * 3
+    assert density.with_density_cameras(cfg, "/clips/main.mp4", 1, 15.0).sources[0].detect_uri is None
