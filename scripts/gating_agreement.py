@@ -2,7 +2,8 @@
 (`pipeline.bench.gating`): each clip is run as the config's only camera (the config's
 analytics of its first camera apply), every frame, gated, and gated and paced.
 
-    python scripts/gating_agreement.py --config configs/tracking.yaml samples/vtest.mp4 --camera campus
+    python scripts/gating_agreement.py --config configs/tracking.yaml samples/vtest.mp4 --camera campus \
+        [--border-s 0] [--json F] [--plot F.png]
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import json
 import os
 from dataclasses import replace
 
-from pipeline.bench.gating import agreement, markdown
+from pipeline.bench.gating import agreement, markdown, plot
 from pipeline.config import load_config
 
 
@@ -25,6 +26,7 @@ def main() -> None:
     ap.add_argument("--regions", action="store_true")
     ap.add_argument("--border-s", type=float, help="the detect stage's `border_s` (default: the config's)")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--plot", help="chart the detector's runs per second over each clip into this PNG")
     args = ap.parse_args()
     config = load_config(args.config)
     camera = next(s for s in config.sources if args.camera in (None, s.id))
@@ -39,6 +41,8 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
+    if args.plot:
+        plot(results, args.plot)
 
 
 if __name__ == "__main__":

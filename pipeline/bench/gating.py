@@ -8,7 +8,8 @@ and paced at the clip's rate: a slow run), and compared on what must agree:
 - the fast and the paced gated runs' JSON lines identical (decisions do not depend on
   the machine's speed);
 
-and on what it saves: detector runs, and the process's CPU time per second of video.
+and on what it saves: detector runs, and the process's CPU time per second of video;
+`plot` charts the detector's runs per second of video over each clip, both ways.
 
     python scripts/gating_agreement.py --config configs/tracking.yaml CLIP [CLIP ...]
 """
@@ -119,6 +120,17 @@ def found(every_rows: list[dict], gated_rows: list[dict], min_s: float = MIN_TRA
     return len(long) - len(missed), len(long), missed
 
 
+def runs_per_second(rows: list[dict]) -> dict[str, list[int]]:
+    """Per camera, the detector's runs in each second of its time (from the JSON lines)."""
+    out: dict[str, list[int]] = {}
+    for r in rows:
+        second = int(r["time"] or 0.0)
+        counts = out.setdefault(r["camera"], [])
+        counts.extend([0] * (second + 1 - len(counts)))
+        counts[second] += bool(r["detected"])
+    return out
+
+
 def compare(every: Run, fast: Run, paced: Run, seconds: float) -> dict:
     """The agreement and the savings of one clip."""
     rows = count_rows(every.snapshot, fast.snapshot)
@@ -128,6 +140,7 @@ def compare(every: Run, fast: Run, paced: Run, seconds: float) -> dict:
             "counts_ok": all(ok for *_, ok in rows), "tracks_found": got, "tracks": total,
             "missed": [f"{c}#{t}" for c, t in missed], "deterministic": fast.text == paced.text,
             "detector_runs": {"every": runs(every), "gated": runs(fast)},
+            "runs_per_s": {"every": runs_per_second(every.rows), "gated": runs_per_second(fast.rows)},
             "cpu_per_video_s": {"every": round(every.cpu_s / seconds, 3), "gated": round(fast.cpu_s / seconds, 3)}}
 
 
@@ -149,3 +162,26 @@ def markdown(name: str, result: dict) -> list[str]:
             f"{sum(c['every'] for c in result['counts'])} / {sum(c['gated'] for c in result['counts'])}"
             f"{' (' + '; '.join(bad) + ')' if bad else ''} | {result['tracks_found']} of {result['tracks']} | "
             f"{'yes' if result['deterministic'] else 'NO'} |"]
+
+
+def plot(results: dict[str, dict], path: str) -> None:
+    """One chart per clip: the detector's runs per second of video, every frame and gated."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(results), 1, figsize=(9, 2.6 * len(results)), squeeze=False)
+    for ax, (clip, result) in zip(axes[:, 0], results.items()):
+        for way, style in (("every", ":"), ("gated", "-")):
+            for camera, counts in result["runs_per_s"][way].items():
+                ax.step(range(len(counts)), counts, where="post", linestyle=style,
+                        label=f"{camera}: {'every frame' if way == 'every' else 'gated'}")
+        ax.set_title(os.path.basename(clip), fontsize=10)
+        ax.set_ylabel("detector runs / s")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=8, loc="upper right")
+    axes[-1, 0].set_xlabel("seconds of video")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -32,3 +32,16 @@ def test_a_track_over_a_second_counts_as_found_where_the_gated_run_has_its_box_o
     assert found(every, half) == (1, 1, [])
     gone = rows({7: [(s, b) for s, b in walk[:10]]}, 30)
     assert found(every, gone) == (0, 1, [("cam", 1)])
+
+
+def test_the_detector_runs_are_counted_per_second_of_each_cameras_time_and_charted(tmp_path):
+    from pipeline.bench.gating import plot, runs_per_second
+
+    gated = [{"camera": "cam", "time": s / 10, "detected": s % 5 == 0 or 20 <= s < 30} for s in range(35)]
+    every = [dict(r, detected=True) for r in gated]
+    assert runs_per_second(gated) == {"cam": [2, 2, 10, 1]}
+    assert runs_per_second(every + [{"camera": "other", "time": 0.0, "detected": True}]) == {
+        "cam": [10, 10, 10, 5], "other": [1]}
+    result = {"runs_per_s": {"every": runs_per_second(every), "gated": runs_per_second(gated)}}
+    plot({"clip.mp4": result, "idle.mp4": result}, str(tmp_path / "runs.png"))
+    assert (tmp_path / "runs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
