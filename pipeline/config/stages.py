@@ -85,10 +85,10 @@ MOTION_DOC = ("run the detector only on frames with motion (measured as `sources
 REFRESH_DOC = "with `motion`: run the detector at least this often (seconds of the camera's time), motion or not"
 REGIONS_DOC = ("with `motion`: run the detector on square crops around the motion, cut from the full-resolution "
                "frame, where they cost no more than one run on the whole frame")
-BORDER_DOC = ("with `fps`: every frame goes to the detector while motion touches a counting line or a zone's edge "
-              "of the analytics stage, or a moving track is this many seconds (at its speed across it) from one, "
-              "before or after: crossings and entries are decided at the camera's full rate, as without a rate "
-              "(0: the rate holds there too)")
+BORDER_DOC = ("with `fps`: every frame goes to the detector while a moving track is this many seconds (at its "
+              "speed) from crossing a counting line or a zone's edge of the analytics stage, before or after, and "
+              "with `motion` while motion touches one: crossings and entries are decided at the camera's full rate, "
+              "as without a rate (0: the rate holds there too)")
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ around it and the moving tracks where that is cheaper (`sources.regions`).
 
 Behind a rate, a frame between the rate's frames still goes to the detector while the
 motion of the rate's last frame touches a counting line or a zone's edge, or a moving
-track (the same lagged view, carried on) is within `border_s` seconds of one, before or
-after it (`sources.borders`): events are decided there at the camera's full rate, and the
+track (the same lagged view, carried on) crosses one within `border_s` seconds, before or
+after (`sources.borders`): events are decided there at the camera's full rate, and the
 rate holds everywhere else.
 """
 from __future__ import annotations
@@ -58,7 +58,8 @@ class DetectGate:
         self._handed: deque[tuple[int, float]] = deque()  # (seq, time) of frames handed on, newest last
         self._slot: int | None = None  # the slot of the rate's last frame
         self._last_run: float | None = None
-        self._watched: Borders | None = None  # the borders inside the picture, once it is seen
+        self._watched = self.borders  # the borders inside the picture, once it is seen
+        self._size: tuple[int, int] | None = None
         self._at_border = _NONE  # the motion of the rate's last frame, where it touched a border
 
     def handed(self, seq: int, t: float) -> None:
@@ -90,8 +91,9 @@ class DetectGate:
 
     def plan(self, picture: av.VideoFrame, t: float, stopping: Callable[[], bool] = lambda: False) -> DetectPlan:
         """Whether the detector runs on `picture`, shown at `t` seconds of the camera's time."""
-        if self._watched is None:
-            self._watched = self.borders.within(picture.width, picture.height) if self.borders else self.borders
+        if self.borders and picture is not None and (picture.width, picture.height) != self._size:
+            self._size = (picture.width, picture.height)  # a live camera's picture may change size
+            self._watched = self.borders.within(*self._size)
         if not self._due(t):
             tracks = self._tracks(t, stopping) if self.borders else None  # read even when none is watched: it drains
             if len(self._at_border) or (tracks is not None and self._near(t, tracks)):
@@ -120,7 +122,7 @@ class DetectGate:
     def _near(self, t: float, tracks: TrackView) -> bool:
         """Whether a moving track, carried on to `t`, is within `border_s` of a line or zone edge."""
         moving = tracks.moving
-        return self._watched is not None and self._watched.near(
+        return self._watched.near(
             tracks.moving_at(t), tracks.velocity[moving], tracks.class_id[moving], self.rate.border_s)
 
     def _run(self, picture: av.VideoFrame, t: float, reason: str, motion: Motion | None,

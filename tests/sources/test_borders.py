@@ -23,8 +23,15 @@ def near(b: Borders, box, velocity, cls=0, within_s=0.5) -> bool:
 def test_a_camera_has_its_lines_and_each_edge_of_its_zones_with_the_classes_they_count():
     b = borders()
     assert b.segments.shape == (5, 2, 2)
-    assert b.classes == (frozenset({0}), None, None, None, None)
+    assert b.counts.tolist() == [[True] * 5, [False, True, True, True, True]]  # people; any other class
     assert not Borders.of(None, NAMES) and not Borders.of(CameraAnalyticsSpec(), NAMES)
+
+
+def test_a_polygon_closed_by_hand_makes_no_edge_of_its_repeated_point():
+    square = [(300, 300), (400, 300), (400, 400), (300, 400)]
+    closed = Borders.of(CameraAnalyticsSpec(zones=[ZoneSpec(name="z", polygon=[*square, square[0]])]), NAMES)
+    assert closed.segments.shape == (4, 2, 2)
+    assert not near(closed, (0, 0, 10, 10), (1, 0))  # far away: not at the zone (a zero-length edge was everywhere)
 
 
 def test_a_track_counts_as_at_the_border_within_border_s_of_it_before_or_after_at_its_speed_across_it():
@@ -34,6 +41,8 @@ def test_a_track_counts_as_at_the_border_within_border_s_of_it_before_or_after_a
     assert near(b, (110, 50, 130, 100), (50, 0))  # crossed it 0.4 s ago
     assert not near(b, (40, 50, 60, 100), (50, 0))  # 0.9 s away
     assert near(b, (40, 50, 60, 100), (50, 0), within_s=1.0)
+    assert near(b, (80, 165, 100, 215), (20, -40))  # below the line's end now, across it in 0.5 s (at y = 195)
+    assert not near(b, (80, 170, 100, 220), (20, 40))  # across the line's end's extension: beside the line
 
 
 def test_walking_along_a_line_beside_its_ends_or_of_a_class_it_does_not_count_is_not_at_it():
@@ -44,11 +53,12 @@ def test_walking_along_a_line_beside_its_ends_or_of_a_class_it_does_not_count_is
     assert near(b, (370, 250, 390, 290), (0, 50), cls=2)  # the car park's edge counts every class
 
 
-def test_zone_edges_along_the_pictures_edges_are_not_watched():
+def test_zone_edges_along_the_pictures_left_top_and_right_edges_are_not_watched():
     inside = borders().within(640, 480)
-    assert inside.segments.shape == (3, 2, 2)  # the line, the park's top and left edges
+    assert inside.segments.shape == (4, 2, 2)  # the line; the park's top, left and bottom edges
     assert not near(inside, (600, 400, 638, 470), (100, 0))  # driving out at the right: no border to cross
     assert near(borders(), (600, 400, 638, 470), (100, 0))
+    assert near(inside, (350, 420, 390, 480), (0, -40))  # cut off by the bottom: its anchor is on that edge
 
 
 def test_motion_touches_a_border_where_a_box_overlaps_a_segment_not_where_it_only_comes_near():
