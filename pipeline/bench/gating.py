@@ -47,11 +47,16 @@ class Run:
 
 def gated(config: Config, fps: float | None = 5.0, refresh_s: float = 10.0, regions: bool = False,
           border_s: float | None = None) -> Config:
-    """The config with its detector gated by motion at `fps` (`border_s`: the stage's own where None)."""
-    graph = [replace(s, fps=fps, motion=True, refresh_s=refresh_s, regions=regions,
-                     border_s=s.border_s if border_s is None else border_s) if isinstance(s, DetectSpec)
-             else s for s in config.graph]
-    return replace(config, graph=graph)
+    """The config with its detector gated by motion at `fps` (`border_s`: the config's own
+    where None), for every camera: what is compared is what was asked for, whatever a
+    camera's own overrides say."""
+    def one(s: DetectSpec) -> DetectSpec:
+        cameras = {c: replace(own, fps=None, motion=None, refresh_s=None, regions=None,
+                              border_s=own.border_s if border_s is None else None) for c, own in s.cameras.items()}
+        return replace(s, fps=fps, motion=True, refresh_s=refresh_s, regions=regions,
+                       border_s=s.border_s if border_s is None else border_s, cameras=cameras)
+
+    return replace(config, graph=[one(s) if isinstance(s, DetectSpec) else s for s in config.graph])
 
 
 def run(config: Config, paced: bool = False) -> Run:

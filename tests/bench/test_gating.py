@@ -45,3 +45,23 @@ def test_the_detector_runs_are_counted_per_second_of_each_cameras_time_and_chart
     result = {"runs_per_s": {"every": runs_per_second(every), "gated": runs_per_second(gated)}}
     plot({"clip.mp4": result, "idle.mp4": result}, str(tmp_path / "runs.png"))
     assert (tmp_path / "runs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_gated_config_is_gated_as_asked_for_every_camera_whatever_its_own_overrides(tmp_path, sample_path,
+                                                                                        model_path):
+    from conftest import detector_model
+    from pipeline.bench.gating import gated
+    from pipeline.config import DetectSpec, parse_config
+
+    clip = sample_path("bikes.mp4")
+    config = parse_config({"sources": [{"id": "a", "uri": clip}, {"id": "b", "uri": clip}],
+                           "models": {"det": detector_model(model_path)},
+                           "graph": [{"detect": {"model": "det", "cameras": {"b": {"fps": 1, "motion": False,
+                                                                                    "border_s": 2}}}}, "track"]},
+                          tmp_path)
+    for border_s, own in ((None, 2.0), (0.0, 0.0)):
+        (detect,) = [s for s in gated(config, 5.0, 10.0, False, border_s).graph if isinstance(s, DetectSpec)]
+        for cam in ("a", "b"):
+            rate = detect.rate(cam)
+            assert (rate.fps, rate.motion, rate.refresh_s) == (5.0, True, 10.0)
+        assert detect.rate("b").border_s == own and detect.rate("a").border_s == (0.5 if border_s is None else 0.0)
