@@ -120,7 +120,7 @@ class DetectGate:
         return self._run(picture, t, reason, motion, tracks, motion.boxes)
 
     def _near(self, t: float, tracks: TrackView) -> bool:
-        """Whether a moving track, carried on to `t`, is within `border_s` of a line or zone edge."""
+        """Whether a moving track, carried on to `t`, crosses a line or zone edge within `border_s`, either way."""
         moving = tracks.moving
         return self._watched.near(
             tracks.moving_at(t), tracks.velocity[moving], tracks.class_id[moving], self.rate.border_s)

@@ -146,18 +146,13 @@ def reupdate(seen: np.ndarray, seen_mean: np.ndarray, seen_cov: np.ndarray, obs:
 def buffered_iou(a: np.ndarray, b: np.ndarray, grow: np.ndarray) -> np.ndarray:
     """IoU of every box in `a` with every box in `b`, both grown on each side by `grow`
     (per row of `a`) of their own width and height."""
-    def grown(boxes: np.ndarray, k: np.ndarray) -> np.ndarray:
-        w, h = (boxes[..., 2] - boxes[..., 0]) * k, (boxes[..., 3] - boxes[..., 1]) * k
-        return np.stack([boxes[..., 0] - w, boxes[..., 1] - h, boxes[..., 2] + w, boxes[..., 3] + h], axis=-1)
+    def grown(boxes: np.ndarray, k: float) -> np.ndarray:
+        boxes = boxes.astype(np.float64)
+        w, h = (boxes[:, 2] - boxes[:, 0]) * k, (boxes[:, 3] - boxes[:, 1]) * k
+        return np.stack([boxes[:, 0] - w, boxes[:, 1] - h, boxes[:, 2] + w, boxes[:, 3] + h], axis=1)
 
-    ga = grown(a.astype(np.float64), grow)[:, None, :]                             # (n, 1, 4)
-    gb = grown(b.astype(np.float64)[None, :, :], grow[:, None])                     # (n, m, 4)
-    iw = np.clip(np.minimum(ga[..., 2], gb[..., 2]) - np.maximum(ga[..., 0], gb[..., 0]), 0, None)
-    ih = np.clip(np.minimum(ga[..., 3], gb[..., 3]) - np.maximum(ga[..., 1], gb[..., 1]), 0, None)
-    inter = iw * ih
-    union = ((ga[..., 2] - ga[..., 0]) * (ga[..., 3] - ga[..., 1]) + (gb[..., 2] - gb[..., 0]) * (gb[..., 3] - gb[..., 1])
-             - inter)
-    return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
+    rows = [iou_matrix(grown(a[i:i + 1], k), grown(b, k))[0] for i, k in enumerate(grow)]
+    return np.stack(rows) if rows else np.zeros((0, len(b)))
 
 
 def at_edge(boxes: np.ndarray, size: tuple[float, float] | None) -> np.ndarray:
