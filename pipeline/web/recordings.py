@@ -9,8 +9,10 @@ inside `outputs.dir`, whatever the URL or a symlink says. Paths are as the JSON 
 name them, relative to `outputs.dir`.
 
 A segment's rows are read from the camera's JSON lines files that can hold them: those
-stamped from the segment's predecessor's start to its successor's (a JSON lines file cut
-at a boundary holds, up to the next keyframe, rows of the previous recording).
+whose stretch (from their stamp to the next file's) meets the one from the segment's
+predecessor's start to its successor's (a JSON lines file cut at a boundary holds, up to
+the next keyframe, rows of the previous recording; an hourly one, or a file never cut,
+holds the rows of many segments).
 """
 from __future__ import annotations
 
@@ -102,13 +104,18 @@ class RecordingFiles:
         return out
 
     def _jsonl_files(self, camera: str, recording: str) -> list[str]:
-        stamps = [s for s, _ in self._files(camera)]
-        mine = next((i for i, (_, rel) in enumerate(self._files(camera)) if rel == recording), None)
-        low = stamps[mine - 1] if mine else None
-        high = stamps[mine + 1] if mine is not None and mine + 1 < len(stamps) else None
+        """The JSON lines files that can hold rows of `recording`: each file holds the rows
+        from its stamp to the next file's, so those whose stretch meets the one from the
+        segment's predecessor's start to its successor's (an hourly file shared by many
+        segments is stamped before most of them)."""
+        recordings = self._files(camera)
+        mine = next((i for i, (_, rel) in enumerate(recordings) if rel == recording), None)
+        low = recordings[mine - 1][0] if mine else None
+        high = recordings[mine + 1][0] if mine is not None and mine + 1 < len(recordings) else None
         template = self.jsonl.format(camera=camera, start="{start}")
-        files = [p for s, p in segment_files(os.path.join(self.root, stamped(template)))
-                 if (low is None or s >= low) and (high is None or s <= high)]
+        spans = segment_files(os.path.join(self.root, stamped(template)))
+        first = max((i for i, (s, _) in enumerate(spans) if low is not None and s <= low), default=0)
+        files = [p for s, p in spans[first:] if high is None or s <= high]
         plain = os.path.join(self.root, template)
         if "{start}" not in template and os.path.isfile(plain):
             files.append(plain)

@@ -124,3 +124,29 @@ def test_a_template_named_after_start_is_served_at_once(out):
     templates.append("{camera}.own.{start}.mkv")
     assert files.file("gate.own.20261201T120000Z.mkv") == str(out / "gate.own.20261201T120000Z.mkv")
     assert [s["file"] for s in files.segments("gate")] == ["gate.own.20261201T120000Z.mkv"]
+
+
+@pytest.mark.parametrize("jsonl", ["{camera}.jsonl", "detections.jsonl", "one.jsonl"],
+                         ids=["per-segment", "hourly", "one-file"])
+def test_every_segment_of_a_recording_gets_its_boxes_whatever_the_json_lines_rotation(tmp_path, jsonl):
+    """Recording segments of 15 s beside JSON lines cut with each segment, hourly (one
+    file shared by all the segments, stamped before them) or never: a segment whose
+    predecessor began after its JSON lines file's stamp answered no frame."""
+    out = tmp_path / "out"
+    out.mkdir()
+    stamps = ["20261201T120952Z", "20261201T121007Z", "20261201T121022Z", "20261201T121037Z", "20261201T121052Z"]
+    names = [f"door.rec.{s}.mp4" for s in stamps]
+    where = {"{camera}.jsonl": lambda s: f"door.{s}.jsonl", "detections.jsonl": lambda s: "detections.20261201T120000Z"
+             ".jsonl", "one.jsonl": lambda s: "one.jsonl"}[jsonl]
+    files: dict[str, list[str]] = {}
+    for k, (s, name) in enumerate(zip(stamps, names)):
+        (out / name).write_bytes(b"segment")
+        for i in range(150):  # 15 s at 10 fps, beside another camera's rows
+            files.setdefault(where(s), []).extend([row("door", 150 * k + i, name, i / 10), row("yard", i, None, None)])
+    (out / "detections.20261201T110000Z.jsonl").write_text(row("door", 0, None, None) + "\n")  # the hour before
+    for file, rows in files.items():
+        (out / file).write_text("\n".join(rows) + "\n")
+    recordings = RecordingFiles(str(out), lambda: ["{camera}.rec.{start}.mp4"], jsonl)
+    for k, name in enumerate(names):
+        assert [f["seq"] for f in recordings.boxes(name)] == list(range(150 * k, 150 * (k + 1))), name
+        assert [f["t"] for f in recordings.boxes(name, 3.0, 3.2)] == [3.0, 3.1, 3.2]
