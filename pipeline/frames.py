@@ -212,7 +212,8 @@ class Event:
     """Something analytics saw on a frame: a track crossed a line (`direction` in or out)
     or entered or left a zone. The sink adds when it was written (`time`, wall clock) and
     its evidence (paths relative to `outputs.dir`) before the frame's JSON line; the same
-    record goes to the JSON lines, the page's panel and the event destinations."""
+    record goes to the JSON lines, the page's panel and the event destinations; with a
+    recording, where in it the frame lies (what the page's player opens)."""
 
     camera: str
     seq: int
@@ -230,6 +231,8 @@ class Event:
     clip: str | None = None
     clip_pre_s: float | None = None  # the clip's pre-roll, where the byte budget made it shorter than `pre_s`
     clip_note: str | None = None
+    recording: str | None = None  # the camera's recording file that holds the event's frame
+    recording_time: float | None = None  # the frame's time in that file (seconds, its own clock)
 
     def to_dict(self) -> dict:
         """Its JSON form: `class` for `cls`, unset fields left out."""

@@ -29,6 +29,7 @@ from pipeline.sinks.encoder import OnPacket, VideoWriter, segment_path
 from pipeline.sinks.jsonl import JsonlFiles, JsonlWriter, frame_record
 from pipeline.sinks.lease import Fenced, Lease
 from pipeline.sinks.recording import Recording
+from pipeline.sinks.recording_timeline import RecordingSpot
 from pipeline.sinks.segments import START, CameraSegments, last_stamp
 from pipeline.sinks.views import Views
 from pipeline.sinks.written import SHARED, WrittenIndex
@@ -187,10 +188,9 @@ class CameraOutputs:
                     self._fail(cam, "video", e)
                     self.metrics.lost(cam, "video", writer.abandon())
             if cam in self.jsonl.writers and self.failures.working(cam, "jsonl"):
-                recording = self.recordings.get(cam)
-                spot = recording.spot(frame.record_time) if recording is not None else None
+                recorded = cam in self.recordings
                 try:
-                    self.jsonl.write(cam, start, frame_record(frame, spot, recording is not None, cam in self.live))
+                    self.jsonl.write(cam, start, frame_record(frame, self.spot(frame), recorded, cam in self.live))
                 except Fenced:
                     raise
                 except Exception as e:
@@ -199,6 +199,11 @@ class CameraOutputs:
             self._fence(cam, e)
         jsonl = self.outputs.jsonl_path(cam, start) if start is not None else None
         show_segment(self.metrics.camera(cam), writer, jsonl)
+
+    def spot(self, frame: Frame) -> RecordingSpot | None:
+        """Where the frame lies in its camera's recording (None: no recording, or in none of its files)."""
+        recording = self.recordings.get(frame.camera)
+        return recording.spot(frame.record_time) if recording is not None else None
 
     def is_open(self, path: str) -> bool:
         """Whether a file is still being written (retention never removes it)."""

@@ -34,6 +34,7 @@ from pipeline.errors import one_line
 from pipeline.frames import Event, Frame
 from pipeline.sinks.clips import ClipRecorder, ClipRef
 from pipeline.sinks.events import EventPublisher
+from pipeline.sinks.recording_timeline import RecordingSpot
 
 log = logging.getLogger("pipeline.evidence")
 
@@ -211,9 +212,10 @@ class RecentEvents:
 
 
 class EventEvidence:
-    """What the sink does with a frame's events: their wall-clock time and evidence paths
-    (clip, snapshot) go into the events before the frame's JSON line is written, then the
-    events go to the live page's panel and to the destinations, once their snapshot exists."""
+    """What the sink does with a frame's events: their wall-clock time, evidence paths
+    (clip, snapshot) and place in the recording go into the events before the frame's JSON
+    line is written, then the events go to the live page's panel and to the destinations,
+    once their snapshot exists."""
 
     def __init__(self, root: str, config: EventsConfig, publisher: EventPublisher | None, recent: RecentEvents,
                  on_lost: Callable[[str, int], None] | None = None, on_file: OnFile | None = None,
@@ -256,13 +258,16 @@ class EventEvidence:
             int(self.clips.max_mb * 1e6), lead_s, on_file=None if on_file is None else lambda path: on_file(camera, path))
         return recorder
 
-    def frame(self, frame: Frame) -> None:
-        """Called by the sink for a frame with events, before its JSON line."""
+    def frame(self, frame: Frame, spot: RecordingSpot | None = None) -> None:
+        """Called by the sink for a frame with events, before its JSON line; `spot`: where
+        the frame lies in its camera's recording (None: not recorded)."""
         wall = time.time()
         recorder = self.recorders.get(frame.camera)
         by_time = frame.camera in self.by_time
         for event in frame.events:
             event.time = round(wall, 3)
+            if spot is not None:
+                event.recording, event.recording_time = spot.file, spot.time
             if recorder is not None and (frame.record_time is not None or not by_time):
                 self._clip(event, recorder.event(f"{stamp(wall)}_{frame.seq}", frame.record_time if by_time else None))
         if self.snapshots is not None:

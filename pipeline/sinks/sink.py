@@ -130,8 +130,8 @@ class SinkStage:
     def _write(self, frame: Frame) -> None:
         t0 = time.perf_counter()
         frame.stamps[self.name] = t0
-        if frame.events:
-            self.evidence.frame(frame)  # the evidence paths go into the events before the JSON line
+        if frame.events:  # the evidence paths and the recording's spot go into the events before the JSON line
+            self.evidence.frame(frame, self.files.spot(frame))
         self.files.write(frame)
         if self.preview is not None:
             self.preview.offer(frame)

@@ -11,6 +11,7 @@ import yaml
 
 from brokers import Mosquitto, Subscriber, available
 from conftest import ROOT, read_jsonl
+from recordings import times
 
 _MISSING = available()
 if _MISSING and os.environ.get("CI", "").lower() in ("1", "true", "yes"):
@@ -104,3 +105,31 @@ def test_a_broker_that_goes_away_costs_nothing_and_its_events_arrive_after(tmp_p
     assert gone["held"] >= 1  # crossings happened while the broker was away: they waited in the buffer
     # every event, in order, the ones held back during the outage included
     assert expected and [{k: v for k, v in m.items() if k != "time"} for m in got] == expected
+
+
+def test_a_recorded_cameras_events_name_the_recording_and_the_time_of_their_frame_in_it(tmp_path, write_config,
+                                                                                      model_path):
+    """With recording on, the events sent (and written) had no `recording`: the page's
+    "play the recording" button never showed."""
+    broker = Mosquitto(tmp_path / "broker").start()
+    sub = Subscriber(broker.port)
+    cfg = tracking_config(tmp_path, broker.port, realtime=False)
+    cfg["sources"] = [s for s in cfg["sources"] if s["id"] == "street"]  # cars crossing a line from the start
+    cfg["graph"][-2]["analytics"]["cameras"].pop("campus")
+    cfg["outputs"]["record"] = {"enabled": True, "segment_s": 2}
+    try:
+        run(cfg, write_config, max_frames=100)
+        rows = read_jsonl(str(tmp_path / "out" / "detections.jsonl"))
+        expected = frame_events(rows)
+        got = [m for m in sub.wait_for(len(expected), 20) if m["event"] != "state"]
+    finally:
+        sub.close()
+        broker.stop()
+    row_of = {r["seq"]: r for r in rows}
+    crossings = [m for m in got if m["event"] == "cross"]
+    assert crossings  # the cars really cross the line in these frames
+    for m in got:
+        row = row_of[m["seq"]]
+        assert (m["recording"], m["recording_time"]) == (row["recording"], row["recording_time"]), m
+        shown = [float(t) for t in times(str(tmp_path / "out" / m["recording"]))]
+        assert min(abs(t - m["recording_time"]) for t in shown) < 1e-3  # a picture of that file, at that time
