@@ -154,7 +154,8 @@ def test_selecting_cameras_drops_the_other_cameras_analytics(tmp_path, sample_pa
     r = cli("run", "--config", str(ROOT / "configs" / "tracking.yaml"), "--cameras", "street", "--max-frames", "3",
             "--output", str(tmp_path / "out"), "-q")
     assert r.returncode == 0, r.stderr
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".written", "detections.jsonl", "street.mp4"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".config", ".written", "detections.jsonl",
+                                                                    "street.mp4"]
 
 
 def test_the_shipped_configs_pass_every_check(tmp_path):
@@ -175,3 +176,79 @@ def test_more_cameras_than_the_machine_holds_are_refused_without_checking_each(t
     data["sources"] = [{"id": f"c{i}", "uri": str(tmp_path / "text.mp4")} for i in range(3)]
     problems = problems_of(data, tmp_path)
     assert len(problems) == 1 and problems[0].startswith("sources: 3 cameras are over the limit of 2"), problems
+
+
+def test_without_outputs_dir_the_output_goes_beside_the_config_wherever_the_run_starts(tmp_path, model_path,
+                                                                                      sample_path):
+    """The reference says `out`, relative to the config: not the working directory, where
+    a config run from the repository root wrote into `make run`'s `out/`."""
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    data = base(model_path, sample_path)
+    del data["outputs"]
+    (tmp_path / "conf" / "c.yaml").write_text(yaml.safe_dump(data))
+    r = subprocess.run([sys.executable, "-m", "pipeline", "run", "--config", str(tmp_path / "conf" / "c.yaml"),
+                        "--max-frames", "2", "-q"], capture_output=True, text=True, cwd=tmp_path / "elsewhere",
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "conf" / "out"
+    assert (out / "a.mp4").is_file() and (out / "detections.jsonl").is_file()
+    assert os.listdir(tmp_path / "elsewhere") == []
+    checked = check(str(tmp_path / "conf" / "c.yaml"), for_run=False)
+    assert checked.config.outputs.dir == str(out)
+
+
+def test_a_run_never_writes_into_the_output_folder_of_another_config(tmp_path, model_path, sample_path):
+    """Two configs that name one folder (or share the default `out` beside them): the second
+    run is refused in one line naming the first config, its files untouched; the same config
+    runs there again, and `--output` gives the other one its own folder."""
+    data = base(model_path, sample_path)
+    del data["outputs"]
+    for name in ("first.yaml", "second.yaml"):
+        (tmp_path / name).write_text(yaml.safe_dump(data))
+    run = lambda name, *extra: cli("run", "--config", str(tmp_path / name), "--max-frames", "2", "-q", *extra)  # noqa: E731
+    assert run("first.yaml").returncode == 0
+    written = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "out").iterdir()}
+    r = cli("validate", "--config", str(tmp_path / "second.yaml"))
+    assert r.returncode == 2 and str(tmp_path / "first.yaml") in r.stderr, r.stderr
+    r = run("second.yaml")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"error: outputs.dir: {tmp_path / 'out'} holds the output of {tmp_path / 'first.yaml'}")
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "out").iterdir()} == written
+    assert run("first.yaml").returncode == 0
+    assert run("second.yaml", "--output", str(tmp_path / "second-out")).returncode == 0
+
+
+def test_a_cluster_run_writes_a_shared_json_lines_name_as_one_file_per_camera(tmp_path):
+    """The README's `pipeline run --config configs/cameras.yaml --cluster auto` was refused:
+    its one `detections.jsonl` cannot be shared by hosts. The cluster run puts the camera
+    in the name instead; a name with `{camera}` stays as it is."""
+    from pipeline.cluster.checks import check_for_cluster
+
+    checked = check_for_cluster(str(ROOT / "configs" / "cameras.yaml"), str(tmp_path / "out"), None, None)
+    assert checked.problems == []
+    out = checked.config.outputs
+    assert out.jsonl.filename == "detections.{camera}.jsonl" and out.video.fragmented
+    assert out.jsonl_path("campus") == str(tmp_path / "out" / "detections.campus.jsonl")
+    data = yaml.safe_load((ROOT / "configs" / "cameras.yaml").read_text())
+    data["outputs"]["jsonl"]["filename"] = "{camera}-{start}.jsonl"
+    data["outputs"]["dir"] = str(tmp_path / "own")
+    (tmp_path / "own.yaml").write_text(yaml.safe_dump(data).replace("../", f"{ROOT}/"))
+    checked = check_for_cluster(str(tmp_path / "own.yaml"), None, None, None)
+    assert checked.problems == [] and checked.config.outputs.jsonl.filename == "{camera}-{start}.jsonl"
+
+
+def test_an_event_destination_whose_host_does_not_resolve_is_refused_naming_its_path(tmp_path, model_path,
+                                                                                     sample_path):
+    """The README's events recipe named `broker.local`: it validated, then the run lost
+    every event. A name that does not resolve is a typo; a host that resolves but is down
+    is fine (events wait for it, as a camera that is down is waited for)."""
+    events = {"mqtt": {"host": "broker.invalid"}, "webhook": {"url": "https://hooks.invalid:8443/cameras"}}
+    data = base(model_path, sample_path, dir=str(tmp_path / "out"), events=events)
+    problems = problems_of(data, tmp_path)
+    assert [p for p in problems if "resolve" in p] == [
+        "outputs.events.mqtt.host: broker.invalid does not resolve to an address (a typo?)",
+        "outputs.events.webhook.url: the host hooks.invalid does not resolve to an address (a typo?)"], problems
+    events = {"mqtt": {"host": "localhost", "port": 9}, "webhook": {"url": "http://127.0.0.1:9/x"}}
+    assert problems_of(base(model_path, sample_path, dir=str(tmp_path / "out"), events=events), tmp_path) == []

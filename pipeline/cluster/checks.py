@@ -3,25 +3,39 @@ The driver opens no model: each host opens and checks its own (`engines.model_ch
 and a host whose models fail reports why, which the driver shows as the run's error."""
 from __future__ import annotations
 
+import logging
+import os
 from dataclasses import replace
 
 from pipeline.config import Config
 from pipeline.preflight import Checked, check
 
+log = logging.getLogger("pipeline.cluster")
+
+
+def per_camera(filename: str) -> str:
+    """A shared JSON lines name made one per camera: `{camera}` before the extension."""
+    if "{camera}" in filename:
+        return filename
+    stem, ext = os.path.splitext(filename)
+    return f"{stem}.{{camera}}{ext}"
+
 
 def cluster_problems(config: Config) -> tuple[Config, list[str]]:
     """A JSON lines file per camera and fragmented video: a host that dies leaves playable
-    files, and its cameras resume from them elsewhere."""
+    files, and its cameras resume from them elsewhere. Hosts cannot share one JSON lines
+    file, so a shared name gets the camera in it (said once)."""
     problems = []
     out = config.outputs
-    if out.jsonl.enabled and "{camera}" not in out.jsonl.filename:
-        problems.append("outputs.jsonl.filename: --cluster needs one file per camera: put {camera} in the name")
+    jsonl = replace(out.jsonl, filename=per_camera(out.jsonl.filename))
+    if out.jsonl.enabled and jsonl.filename != out.jsonl.filename:
+        log.info("outputs.jsonl.filename: a cluster run writes one file per camera: %s", jsonl.filename)
     if not out.jsonl.enabled:
         problems.append("outputs.jsonl.enabled: --cluster needs the JSON lines (they mark where a camera resumes)")
     if out.video.fragmented is False:
         problems.append("outputs.video.fragmented: --cluster needs fragmented video (playable after a host dies)")
     video = replace(out.video, fragmented=True)
-    return replace(config, outputs=replace(out, video=video)), problems
+    return replace(config, outputs=replace(out, video=video, jsonl=jsonl)), problems
 
 
 def check_for_cluster(config_path: str, output_dir: str | None, report: str | None,

@@ -238,9 +238,16 @@ class EventsConfig:
                                          doc="a budget for `events/` (snapshots, clips): oldest removed first")
 
 
+def read_folder(r: Reader, raw: Any, where: str) -> str | Any:
+    """A folder relative to the config, made absolute: one meaning, whichever folder the
+    command runs from."""
+    value = read_path(r, raw, where)
+    return value if value is INVALID else os.path.abspath(value)
+
+
 @dataclass(kw_only=True)
 class OutputsConfig:
-    dir: str = option("out", read=read_path, doc="output folder (relative to the config, or `--output`)")
+    dir: str = option("out", read=read_folder, doc="output folder (relative to the config, or `--output`)")
     video: VideoOutputConfig = option(factory=VideoOutputConfig, doc="annotated video")
     jsonl: JsonlOutputConfig = option(factory=JsonlOutputConfig, doc="JSON lines metadata")
     record: RecordConfig = option(factory=RecordConfig,
@@ -251,6 +258,13 @@ class OutputsConfig:
     retain: RetainConfig | None = option(None, shown="keep all",
                                          doc="a budget for the videos and JSON lines (not `events/`): the oldest "
                                              "finished segments are removed first, never an open one")
+
+    def finish(self, r: Reader, path: str) -> None:
+        """The default folder sits beside the config like a given one, never in the working
+        directory (a config run from elsewhere would write into whatever `out/` is there);
+        a given folder is absolute already (`read_folder`)."""
+        if not os.path.isabs(self.dir):
+            self.dir = read_folder(r, self.dir, f"{path}.dir")
 
     def record_for(self, overrides: dict[str, Any]) -> RecordConfig:
         """A camera's recording settings: `record` with the camera's own keys (`sources[].record`)."""
