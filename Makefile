@@ -28,7 +28,9 @@ install: $(STAMP)
 fetch: $(STAMP)
 	$(PY) -m pipeline models fetch
 
-run: fetch
+# The sample config's own models and clips only: a first run fetches nothing it does not use.
+run: $(STAMP)
+	$(PY) -m pipeline models fetch --config configs/cameras.yaml
 	$(PY) -m pipeline run --config configs/cameras.yaml --output out --report out/report.json
 
 # In parallel (on 2 cores most tests wait on clocks, sockets and subprocesses; a worker out

@@ -173,7 +173,16 @@ def cmd_models(args: argparse.Namespace) -> int:
     fetcher.mirrors = [Path(m) for m in args.mirror or []] + fetcher.mirrors
     if args.url_base:
         fetcher.url_base = args.url_base
-    problems = catalog.fetch_all(args.names or None, samples=not args.no_samples and not args.names, fetcher=fetcher)
+    names, samples = args.names or None, not args.no_samples and not args.names
+    if args.config:
+        try:
+            needs = catalog.needs_of_config(Path(args.config))
+        except catalog.FetchError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        names, samples = (names or []) + needs.models, [] if args.no_samples else needs.samples
+    problems = catalog.fetch_all(names, samples=samples, fetcher=fetcher,
+                                 sample_mirrors=[] if args.no_mirror else None)
     for p in problems:
         print(f"error: {p}", file=sys.stderr)
     return 1 if problems else 0
@@ -287,10 +296,12 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--dest", help="models folder (default: models/ of the project)")
     fetch = actions.add_parser("fetch", help="fetch catalogued models (and variants such as yolox_nano.int8) and clips")
     fetch.add_argument("names", nargs="*", help="catalogued models to fetch (default: all, and the sample clips)")
+    fetch.add_argument("--config", help="fetch only the catalogued models and sample clips this config names")
     fetch.add_argument("--no-samples", action="store_true", help="fetch models only")
     fetch.add_argument("--dest", help="models folder (default: models/ of the project)")
     fetch.add_argument("--mirror", action="append", help="a folder holding catalogued files (first choice)")
-    fetch.add_argument("--no-mirror", action="store_true", help="ignore $PIPELINE_MODEL_MIRROR and ../shared")
+    fetch.add_argument("--no-mirror", action="store_true",
+                       help="ignore $PIPELINE_MODEL_MIRROR, $PIPELINE_SAMPLE_MIRROR and ../shared")
     fetch.add_argument("--url-base", help="fetch public files from here instead of their hosts (a local mirror)")
     inspect = actions.add_parser("inspect", help="what an ONNX file says: inputs, outputs, metadata, layout, a "
                                                  "model block for the config")

