@@ -6,6 +6,11 @@ byte budget: packets, not pictures. `ClipRecorder` opens a clip when an event co
 writes the ring's packets and then every new packet until `post_s` after the event; an
 event while a clip is open extends it (events close together share one clip).
 
+A clip is a fragmented MP4 written out a fragment about every second (as a live camera's
+video is): one still being written plays up to its last whole fragment (what the page's
+player gets, `web.evidence`), and a killed process leaves a playable clip. Each clip
+starts at 0 in its own clock.
+
 `clips.max_mb` bounds each clip, and the ring holds half of it, so a pre-roll never
 crowds out what follows the event. Where the keyframe at `pre_s` lies beyond the ring's
 half, the pre-roll starts at the first keyframe within it and the event says so
@@ -39,7 +44,7 @@ from typing import Callable
 
 import av
 
-from pipeline.sinks.encoder import segment_path
+from pipeline.sinks.encoder import mp4_options, segment_path
 
 log = logging.getLogger("pipeline.clips")
 
@@ -243,7 +248,7 @@ class ClipRecorder:
         """A clip from `held`, up to `until` (a recording's packets may reach past the clip's end already)."""
         os.makedirs(self.folder, exist_ok=True)
         self._clip_path = path
-        self._clip = av.open(path, "w")
+        self._clip = av.open(path, "w", options=mp4_options(fragmented=True))
         if self.on_file is not None:
             self.on_file(path)
         self._clip_stream = self._clip.add_stream_from_template(self._stream)

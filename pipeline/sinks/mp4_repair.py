@@ -24,7 +24,21 @@ def video_frames(path: str) -> int:
 
 def whole_fragments_end(path: str) -> int:
     """The byte offset after the last whole fragment (or the header, with none)."""
-    good = 0
+    return _whole_boxes(path)[0]
+
+
+def playable_end(path: str) -> int:
+    """How much of an MP4 a player can open now: up to its last whole fragment (all of a
+    finished file); 0 while no frame is whole (a file still being written: its header only,
+    or a plain MP4's open `mdat`)."""
+    end, frames = _whole_boxes(path)
+    return end if frames else 0
+
+
+def _whole_boxes(path: str) -> tuple[int, bool]:
+    """The offset after the last whole box that is not a fragment's index waiting for its
+    frames, and whether a whole `mdat` (frames) lies before it."""
+    good, frames = 0, False
     with open(path, "rb") as f:
         total = os.fstat(f.fileno()).st_size
         pos = 0
@@ -39,7 +53,8 @@ def whole_fragments_end(path: str) -> int:
             pos += size
             if kind != b"moof":  # a fragment's index counts once its frames follow
                 good = pos
-    return good
+                frames = frames or kind == b"mdat"
+    return good, frames
 
 
 def cut_to_whole_fragments(path: str) -> int:

@@ -2,7 +2,10 @@
 relative to `outputs.dir`): only JPEG snapshots and MP4 clips, only from inside
 `<outputs.dir>/events/`, whatever the URL or a symlink says.
 
-A clip is served with byte ranges, so a browser's player can seek in it.
+A clip is served with byte ranges, so a browser's player can seek in it. A clip (or a
+recording) still being written is a fragmented MP4 that grows fragment by fragment: it is
+served up to its last whole fragment, what plays now (its torn tail would end playback in
+an error), and while it holds no whole fragment yet the answer is 503 "still recording".
 """
 from __future__ import annotations
 
@@ -11,10 +14,14 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pipeline.sinks.mp4_repair import playable_end
+
 if TYPE_CHECKING:
     from pipeline.web.request import Request
 
 TYPES = {".jpg": "image/jpeg", ".mp4": "video/mp4"}
+MP4_TYPES = ("video/mp4", "video/quicktime")  # ISO boxes: served up to the last whole fragment
+STILL_RECORDING = b"still recording: nothing of it plays yet, try again in a second\n"
 CHUNK = 1 << 16
 
 
@@ -71,7 +78,8 @@ def serve(handler: Request, path: str) -> None:
 
 
 def send_file(handler: Request, real: str | None, content_type: str, missing: bytes) -> None:
-    """A file found by the rules of its route (None: 404), in one byte range when asked."""
+    """A file found by the rules of its route (None: 404), in one byte range when asked;
+    an MP4 up to what plays now."""
     try:
         f = open(real, "rb") if real else None  # noqa: SIM115  (closed below)
     except OSError:
@@ -80,7 +88,10 @@ def send_file(handler: Request, real: str | None, content_type: str, missing: by
         handler.send(404, missing)
         return
     with f:
-        size = os.fstat(f.fileno()).st_size
+        size = playable_end(real) if content_type in MP4_TYPES else os.fstat(f.fileno()).st_size
+        if not size and content_type in MP4_TYPES:
+            handler.send(503, STILL_RECORDING, headers={"Retry-After": "1"})
+            return
         try:
             span = byte_range(handler.headers.get("Range"), size)
         except ValueError:

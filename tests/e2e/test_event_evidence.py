@@ -84,12 +84,16 @@ def test_every_event_has_its_snapshot_crop_and_clip(tmp_path, model_path, sample
     clips: dict[str, list[float]] = {}
     for _, at, event in events:  # events close together share a clip
         clips.setdefault(event["clip"], []).append(at)
+    time_of = {r["seq"]: r["time"] for r in records}
     for clip, times_of_events in clips.items():
         with av.open(str(out / clip)) as c:
-            times = [float(f.pts * f.time_base) for f in c.decode(video=0)]
+            decoded = [(float(f.pts * f.time_base), f.to_ndarray(format="bgr24")) for f in c.decode(video=0)]
+        times = [t for t, _ in decoded]
+        first = time_of[int(np.argmin([np.abs(decoded[0][1].astype(int) - video[i].astype(int)).mean()
+                                           for i in range(len(video))]))]  # the video's picture that starts it
         start = max(0.0, min(times_of_events) - PRE_S)  # (the video begins at 0)
-        assert start - 2.05 < times[0] <= start + 0.05, clip  # from the keyframe at or before pre_s, within a GOP
-        assert times[-1] >= min(max(times_of_events) + POST_S, end) - 0.15, clip
+        assert times[0] == 0 and start - 2.05 < first <= start + 0.05, clip  # from the keyframe at or before pre_s
+        assert first + times[-1] >= min(max(times_of_events) + POST_S, end) - 0.15, clip
         assert np.all(np.diff(times) > 0)
     assert pictures.got and all(cv2.imdecode(np.frombuffer(p, np.uint8), cv2.IMREAD_COLOR) is not None
                                 for p in pictures.got)
