@@ -115,9 +115,12 @@ class Retention:
             self.sweep()
 
     def close(self) -> None:
+        """Stop sweeping, after a last sweep: the run's files are finished now, so the budget
+        holds when the run ends and the counts reported (`kept_bytes`) are the folder's."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(5)
+            self.sweep()
 
 
 def newest_segments(paths: Iterable[str]) -> set[str]:
@@ -157,17 +160,18 @@ class OutputRetention:
     file: `is_open`), `outputs.events.retain` over `events/`, each over the files the
     run's record holds for `cameras` (those the run has, each with its recording's file
     name, or None without a recording); their counts go into the
-    metrics (`snapshot().retention`). Swept four times per time segment (every second
-    at most, every minute at least), so the folder exceeds its budget by about a segment
-    at most."""
+    metrics (`snapshot().retention`). Swept four times per time segment of the shortest
+    segments any output writes (the annotated video's or the recordings': every second at
+    most, every minute at least), so the folder exceeds its budget by about a segment at
+    most."""
 
     def __init__(self, outputs: OutputsConfig, is_open: Callable[[str], bool], metrics: Metrics,
                  index: WrittenIndex, cameras: Callable[[], Mapping[str, str | None]]):
         self.outputs = outputs
         self.cameras = cameras
         self._names: dict[tuple[str, str | None], re.Pattern] = {}
-        length = outputs.video.segment_s or 3600.0
-        interval = min(60.0, max(1.0, length / 4))
+        lengths = [outputs.video.segment_s] + ([outputs.record.segment_s] if outputs.record.enabled else [])
+        interval = min(60.0, max(1.0, min([s for s in lengths if s] or [3600.0]) / 4))
         self.parts: list[Retention] = []
         for name, retain, root, owns in (("outputs", outputs.retain, outputs.dir, self._owns_output),
                                          ("events", outputs.events.retain, os.path.join(outputs.dir, EVENTS),

@@ -138,3 +138,32 @@ def test_the_newest_segment_of_each_camera_stays_whoever_writes_it(tmp_path):
     other = make(tmp_path / "cam2.20260101T000000Z.mp4", 100, 250, index, "cam2")
     run, _ = retention(tmp_path, cameras=("cam1", "cam2"), retain={"max_gb": 1e-9})
     assert run.parts[0].sweep() == [older] and all(os.path.exists(p) for p in (newest, lines, other))
+
+
+def test_recordings_cut_shorter_than_the_video_are_swept_at_their_own_pace(tmp_path):
+    """`record.segment_s: 1` under an hour-long annotated video: a sweep a minute let the
+    folder grow to many times its budget."""
+    index = WrittenIndex(str(tmp_path))
+    for i in range(4):
+        make(tmp_path / f"cam.20260101T00000{i}Z.mp4", 1000, 10 - i, index)
+    run, metrics = retention(tmp_path, retain={"max_gb": 2.5e-6}, video={"segment_s": 3600},
+                             record={"enabled": True, "segment_s": 1})
+    run.start()
+    deadline = time.time() + 20
+    while time.time() < deadline and len(os.listdir(tmp_path)) > 3:  # the record and the 2 that fit stay
+        time.sleep(0.2)
+    kept = sorted(os.listdir(tmp_path))  # before close(), which sweeps once more
+    run.close()
+    assert kept == [INDEX, "cam.20260101T000002Z.mp4", "cam.20260101T000003Z.mp4"]
+
+
+def test_the_counts_at_the_end_are_the_folders(tmp_path):
+    """A run shorter than a sweep's interval still reports what it keeps, and ends within its budget."""
+    index = WrittenIndex(str(tmp_path))
+    make(tmp_path / "cam.20260101T000000Z.mp4", 3000, 100, index)
+    make(tmp_path / "cam.20260101T000100Z.mp4", 500, 40, index)
+    run, metrics = retention(tmp_path, retain={"max_gb": 1e-6})
+    run.start()
+    run.close()
+    stats = metrics.snapshot().retention["outputs"]
+    assert (stats.removed_files, stats.kept_bytes) == (1, 500)
