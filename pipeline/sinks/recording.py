@@ -32,7 +32,7 @@ from pipeline.sinks.recording_timeline import Link, RecordingSpot, Segment, Segm
 
 log = logging.getLogger("pipeline.recording")
 
-STALL_S = 2.0  # a connected live stream that sends nothing this long has stalled
+STALL_S = 2.0  # a connected network stream that sends nothing this long has stalled
 AUDIO_WAITING = 256  # audio packets of a connection held for its first keyframe, at most
 AUDIO = object()  # in the segment slot of a queue item: an audio packet
 
@@ -54,13 +54,14 @@ class Recording:
                  on_file: Callable[[str], None] | None = None):
         self.camera = camera
         self.config = config
-        self.live = live
         self.on_failure = on_failure
         self.on_file = on_file  # each segment file once it exists (the run's record of what it wrote)
         self.on_video: Callable | None = None
         self.stats = RecordingStats()
         self.plan = SegmentPlan(root, path, segment_s, live, after)
-        self.origin = time.perf_counter()  # a live recording's timeline counts from here (its camera's timeline's)
+        # a live recording's timeline counts from here (its camera's timeline's); None: it is
+        # the camera's media time, never the wall clock (a file's, paced and looped ones too)
+        self.origin: float | None = time.perf_counter() if live else None
         self._queue: queue.Queue = queue.Queue(config.queue)
         self._stopped = False
         self._skipping = True  # until a keyframe: a connection's start, or after packets were dropped
@@ -72,11 +73,17 @@ class Recording:
         self._said: set[str] = set()
         self.writer = RecordingWriter(self)
 
+    @property
+    def clocked(self) -> bool:
+        """Its timeline keeps the wall clock (a network camera): a reconnect is a gap in time
+        and a silent stream a stall. A file's next pass (paced or not) just goes on."""
+        return self.origin is not None
+
     # -- the reading thread -----------------------------------------------------------
     def connect(self, video, audio, rate) -> Link:
         """A connection (a reconnect, a file's next pass) starts: its packets follow."""
         link = Link(video, audio if self.config.audio else None, rate)
-        if self._links and self.live:
+        if self._links and self.clocked:
             self.stats.gaps += 1
         self._links += 1
         self._skipping = True
@@ -84,9 +91,9 @@ class Recording:
         return link
 
     def disconnect(self) -> None:
-        """The connection ended: a live camera's recording has a hole until it is back."""
+        """The connection ended: a network camera's recording has a hole until it is back."""
         self.writer.connected = False
-        if self.live and not self._stopped:
+        if self.clocked and not self._stopped:
             self.stats.state = "reconnecting"
             end = self._last_link.end() if self._last_link is not None else None
             if end is not None and self._hole is None and self.plan.segments:
@@ -168,7 +175,7 @@ class Recording:
             if self._last_link is not None:
                 self._after = self._last_link.end() or self._after
             link.anchor(pts, dts, *(self._after or (None, None)),
-                        wall_s=time.perf_counter() - self.origin if self.live else None)
+                        wall_s=time.perf_counter() - self.origin if self.origin is not None else None)
             self._last_link = link
         return self.plan.keyframe(link, (pts + link.offset) * link.seconds, dts + link.offset)
 
@@ -227,7 +234,7 @@ class RecordingWriter:
             except queue.Empty:
                 if self._closing.is_set():
                     break
-                if self.recording.live and self.connected and not stalled:
+                if self.recording.clocked and self.connected and not stalled:
                     self.stats.stalls += 1
                     stalled = True
                 continue

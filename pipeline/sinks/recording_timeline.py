@@ -5,7 +5,8 @@ holds which stretch of it, and where a frame of the analysis lies in those files
   alike, so a B-frame stream keeps its decode order and its delay. A file's first pass
   keeps the file's own timestamps; every later connection continues after what was
   written (one frame after the last picture, never a decode time that steps back), and
-  a live camera's also keeps the wall clock: an outage is a gap in time, never a jump back.
+  a network camera's also keeps the wall clock: an outage is a gap in time, never a jump
+  back. A file paced as a camera keeps its media time: its loops follow each other.
 - **Timestamps the stream lacks** are made before the packet is decoded, so that the
   analysis and the recording agree: an RTSP B-frame stream's first packets carry a pts
   but no dts (held until the first dts shows, then counted back from it); a stream with

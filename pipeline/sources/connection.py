@@ -182,7 +182,7 @@ class PacketTap(Protocol):
     (`sinks.recording.Recording`). `connect` gives the connection's place on it, handed
     back with each packet."""
 
-    origin: float  # the clock reading its live timeline counts from (the camera's timeline's)
+    origin: float | None  # the clock reading its live timeline counts from (None: the media time)
 
     def connect(self, video, audio, rate: Fraction) -> TapLink: ...
 

@@ -115,13 +115,16 @@ class RecordingFeed:
 
     def __init__(self, config: SourceConfig, recording: PacketTap | None, wait: Callable[[float], None]):
         self.recording = recording
+        self.network = config.network
         self.main = MainStream(config, recording, wait) if recording is not None and config.detect_uri else None
 
     def start(self, origin: float) -> None:
-        """The camera's timeline starts at `origin`: a live recording counts from there too,
-        so that a sub-stream's frames and the main stream's packets are on one clock."""
+        """The camera's timeline starts at `origin`: a network camera's recording counts from
+        there too, so that a sub-stream's frames and the main stream's packets are on one
+        clock. A file's (a paced one playing a camera too) keeps its media time: its loops
+        follow each other seamlessly, as its frames' timeline does, wherever the wall clock is."""
         if self.recording is not None:
-            self.recording.origin = origin
+            self.recording.origin = origin if self.network else None
         if self.main is not None:
             self.main.start()
 

@@ -3,7 +3,8 @@ frame is due.
 
 - Files keep their own timestamps. Timestamps that do not increase (all 0 in some HEVC,
   MP4 and WebM files, or missing) are replaced by the frame rate's steps, said once.
-- A looped file continues one frame after the previous pass, so time keeps increasing.
+- A looped file continues one frame after the previous pass, so time keeps increasing
+  (its first pass keeps the file's own timestamps, as a file read once does).
 - A network camera gets a continuous 1/90000 timeline across reconnects: a camera that
   restarts its clock (or has none) never rewinds the output video.
 - A paced file (`realtime`) plays a camera: frame k is due `(pts_k - pts_0)` after the
@@ -51,9 +52,8 @@ class Timeline:
             return self._live(raw, time_base)
         step = max(1, round(1 / (rate * time_base)))
         if self.loop and raw is not None:
-            if self._pass_base is None:
-                start = 0 if self._last is None else self._last + step
-                self._pass_base = start - raw
+            if self._pass_base is None:  # the first pass keeps the file's timestamps, as its recording does
+                self._pass_base = 0 if self._last is None else self._last + step - raw
             raw += self._pass_base
         if raw is None or (self._last is not None and raw <= self._last):
             if not self._stepping:

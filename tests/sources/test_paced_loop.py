@@ -1,0 +1,61 @@
+"""A paced, looped file camera plays a camera that never stops (the density bench's
+cameras, each a fraction of a frame late: `phase_s`): its loops continue the timeline
+seamlessly, in its recording and in its rows' `recording_time`, whether it records the
+file it analyses or another one beside it (`detect_uri`), and a loop is no gap or stall."""
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+
+from conftest import read_jsonl, run_pipeline
+from recordings import null_detector, segments, times
+from synthetic import Mover, picture, render
+
+FPS = 10
+FRAMES = 10  # a pass of one second
+PASSES = 3
+PHASE_S = 0.35
+CODEC = ("libx264", {"bf": "2", "g": "5", "preset": "ultrafast"})
+
+
+def clips(folder, ext: str) -> tuple[str, str]:
+    """A main stream and its sub-stream: the same second of video at two sizes (an MPEG-TS
+    file's timestamps start after 0, an MP4's at 0)."""
+    main, sub = str(folder / f"main.{ext}"), str(folder / f"sub.{ext}")
+    render([Mover(picture("chelsea", 60), (0, 40), (200, 60))], main, frames=FRAMES, size=(320, 192), fps=FPS,
+           codec=CODEC)
+    render([Mover(picture("chelsea", 30), (0, 20), (100, 30))], sub, frames=FRAMES, size=(160, 96), fps=FPS,
+           codec=CODEC)
+    return main, sub
+
+
+def paced_loop(tmp_path, write_config, main: str, sub: str | None):
+    source = {"id": "cam", "uri": main, "live": True, "realtime": True, "loop": True, "phase_s": PHASE_S}
+    if sub:
+        source["detect_uri"] = sub
+    config = {"sources": [source], "models": {"det": null_detector(tmp_path)}, "graph": [{"detect": {"model": "det"}}],
+              "outputs": {"video": {"enabled": False}, "record": {"enabled": True}}}
+    out = str(tmp_path / "out")
+    snap = run_pipeline(config, write_config, out, max_frames=PASSES * FRAMES)
+    return out, snap, [row for f in sorted(glob.glob(os.path.join(out, "*.jsonl"))) for row in read_jsonl(f)]
+
+
+@pytest.mark.parametrize("ext,sub_stream", [("mp4", False), ("mp4", True), ("ts", True)],
+                         ids=["recorded", "detect_uri", "detect_uri-ts"])
+def test_a_paced_looped_files_loops_continue_its_recording_and_rows_seamlessly(tmp_path, write_config, ext,
+                                                                                sub_stream):
+    main, sub = clips(tmp_path, ext)
+    out, snap, rows = paced_loop(tmp_path, write_config, main, sub if sub_stream else None)
+    assert len(rows) == PASSES * FRAMES
+    (recorded,) = segments(out, "cam")
+    assert [r["recording"] for r in rows] == [os.path.relpath(recorded, out)] * len(rows)  # none null
+    row_times = [r["recording_time"] for r in rows]
+    assert row_times == pytest.approx([row_times[0] + i / FPS for i in range(len(rows))], abs=1e-6)
+    # the recording holds every picture the rows span, a frame apart across each loop (no
+    # jump, nothing lost), and each row's time is one of its pictures
+    shown = [round(float(t), 6) for t in times(recorded) if row_times[0] - 1e-6 <= t <= row_times[-1] + 1e-6]
+    assert shown == pytest.approx(row_times, abs=1e-6)
+    stats = snap.cameras["cam"].recording
+    assert (stats.gaps, stats.stalls, stats.dropped) == (0, 0, 0)
