@@ -23,7 +23,10 @@ another resolution: its writer starts a new encoder) the clip under way ends, an
 on in `<clip>.part1.mp4` (`.part2`, ...) while its events' `post_s` lasts; the ring
 starts again at the new size, so a pre-roll never spans the change (it is shortened,
 said in the event). A new encoder with the same parameters (a time segment) continues
-the clip as it is.
+the clip as it is. An outage (the video away for more than `OUTAGE_S` and a few frame
+intervals: a camera reconnecting, a hole in the recording) breaks a clip the same way: a
+pre-roll never reaches across it (it is shortened, said in the event with how long the
+video was away) and a clip under way goes on in its next part after it.
 
 Packets are copied (their bytes and timing) before the camera's own muxer takes them: a
 packet muxed once is consumed. A camera's recording, where it has one, feeds its clips
@@ -48,6 +51,9 @@ from pipeline.sinks.encoder import mp4_options, segment_path
 
 log = logging.getLogger("pipeline.clips")
 
+OUTAGE_S = 2.0  # a step between two packets' decode times longer than this, and than
+OUTAGE_STEPS = 3  # this many frame intervals, is an outage (a low-rate stream's frames are seconds apart)
+
 
 @dataclass
 class Held:
@@ -67,6 +73,11 @@ class Held:
     def seconds(self) -> float:
         return float((self.pts if self.pts is not None else self.dts or 0) * self.time_base)
 
+    @property
+    def decode_seconds(self) -> float:
+        """Its decode time: one frame interval after the packet before it, in a stream that flows."""
+        return float((self.dts if self.dts is not None else self.pts or 0) * self.time_base)
+
     def packet(self) -> av.Packet:
         p = av.Packet(self.data)
         p.pts, p.dts, p.time_base = self.pts, self.dts, self.time_base
@@ -83,11 +94,14 @@ class PacketRing:
         self._held: deque[Held] = deque()
         self._bytes = 0
         self.budget_cut_s: float | None = None  # the newest packet given up for the byte budget
+        self._starved = False  # the budget emptied the ring: its packets up to the next keyframe are given up too
 
     def add(self, held: Held) -> None:
         if not self._held and not held.keyframe:
-            self.budget_cut_s = held.seconds  # nothing to start a clip from until the next keyframe
+            if self._starved:
+                self.budget_cut_s = held.seconds  # nothing to start a clip from until the next keyframe
             return
+        self._starved = False
         self._held.append(held)
         self._bytes += len(held.data)
         self._trim(held.seconds - self.pre_s)
@@ -103,6 +117,7 @@ class PacketRing:
             self.budget_cut_s = self._pop().seconds
             while held and not held[0].keyframe:
                 self.budget_cut_s = self._pop().seconds
+            self._starved = not held
 
     def _pop(self) -> Held:
         h = self._held.popleft()
@@ -113,6 +128,7 @@ class PacketRing:
         self._held.clear()
         self._bytes = 0
         self.budget_cut_s = None
+        self._starved = False
 
     def from_keyframe(self, before: float | None = None) -> list[Held]:
         """The packets held, from their first keyframe on (what a clip can start with), or
@@ -164,6 +180,9 @@ class ClipRecorder:
         self._encoder: tuple | None = None
         self._stream_packets = 0  # of the current encoder; its codec headers are complete once one was muxed
         self._size_changed_s: float | None = None
+        self._interrupted: tuple[float, float] | None = None  # (when the video came back, after how long away)
+        self._last_decode_s: float | None = None
+        self._step_s = 0.0  # the video's frame interval, as its packets came
         self._clip: av.container.OutputContainer | None = None
         self._clip_stream = None
         self._clip_path = ""
@@ -186,13 +205,19 @@ class ClipRecorder:
             if stream is not self._stream:
                 self._new_encoder(stream, held.seconds)
             self._stream_packets += 1
+            away = self._gap(held)
+            if away is not None:  # an outage: no clip splices the video before it to the video after
+                self._break()
+                self._interrupted = (held.seconds, away)
             self.ring.add(held)
             if self._ends_after_next:  # the packet of the frame whose event was marked last
                 self._end_s = max(self._end_s, held.seconds + self.post_s)
                 self._ends_after_next = False
-            if self._continues and self._stream_packets > 1:  # the new encoder's first packet is muxed
+            # the next part, once the new encoder's first packet is muxed, from a keyframe
+            if self._continues and self._stream_packets > 1 and (held.seconds > self._end_s
+                                                                  or self.ring.from_keyframe()):
                 self._continues = False
-                if held.seconds <= self._end_s and self.ring.from_keyframe():
+                if held.seconds <= self._end_s:
                     self._part += 1
                     self._open(segment_path(self._first_part, self._part), self.ring.from_keyframe())
             if self._clip is not None:
@@ -204,12 +229,28 @@ class ClipRecorder:
     def _new_encoder(self, stream, at_s: float) -> None:
         encoder = _encoder(stream)
         if self._encoder is not None and encoder != self._encoder:
-            self.ring.clear()  # its packets cannot go into a clip of the new encoder
+            self._break()  # its packets cannot go into a clip of the new encoder
             self._size_changed_s = at_s
-            if self._clip is not None:
-                self._finish()
-                self._continues = True
         self._stream, self._encoder, self._stream_packets = stream, encoder, 0
+
+    def _gap(self, held: Held) -> float | None:
+        """How long the video was away before `held` (None: it follows on): a step in decode
+        time of more than OUTAGE_S and OUTAGE_STEPS frame intervals (a reconnect, a hole)."""
+        t = held.decode_seconds
+        last, self._last_decode_s = self._last_decode_s, t
+        if last is None or t <= last:
+            return None
+        if t - last > max(OUTAGE_S, OUTAGE_STEPS * self._step_s):
+            return t - last - self._step_s  # the time missing: the step less the frame it stands for
+        self._step_s = t - last
+        return None
+
+    def _break(self) -> None:
+        """The video breaks here: the ring starts again, a clip under way goes on in its next part."""
+        self.ring.clear()
+        if self._clip is not None:
+            self._finish()
+            self._continues = True
 
     def event(self, name: str, at_s: float | None = None) -> ClipRef:
         """An event at `at_s`, by default at the next packet's time (the sink marks a
@@ -236,13 +277,16 @@ class ClipRecorder:
             return ClipRef(self._clip_path, round(pre, 3), self._shortened(at))
 
     def _shortened(self, at: float) -> str:
+        """Why the pre-roll is shorter than `pre_s`: the latest of what cut it."""
         wanted_from = at - self.pre_s
-        if self._size_changed_s is not None and self._size_changed_s > wanted_from:
-            return "pre_s shortened: the video changed size"
-        if self.ring.budget_cut_s is not None and self.ring.budget_cut_s > wanted_from:
-            return f"pre_s shortened to the first keyframe within the {self.ring.max_bytes / 1e6:g} MB of " \
-                   f"clips.max_mb kept for it"
-        return "pre_s shortened: the video starts there"
+        cuts = [(self._size_changed_s, "pre_s shortened: the video changed size"),
+                (self.ring.budget_cut_s, f"pre_s shortened to the first keyframe within the "
+                                         f"{self.ring.max_bytes / 1e6:g} MB of clips.max_mb kept for it")]
+        if self._interrupted is not None:
+            back_s, away_s = self._interrupted
+            cuts.append((back_s, f"pre_s shortened: the video was interrupted for {away_s:.1f} s before"))
+        cut = [(t, why) for t, why in cuts if t is not None and t > wanted_from]
+        return max(cut, key=lambda c: c[0])[1] if cut else "pre_s shortened: the video starts there"
 
     def _open(self, path: str, held: list[Held], until: float | None = None) -> None:
         """A clip from `held`, up to `until` (a recording's packets may reach past the clip's end already)."""

@@ -198,3 +198,52 @@ def test_clips_max_mb_bounds_the_ring_and_each_clip_and_a_pre_roll_it_shortens_s
     assert ref.note == (f"pre_s shortened to the first keyframe within the {budget // 2 / 1e6:g} MB of clips.max_mb "
                         f"kept for it")
     assert len(rec.written) == 2  # the first ended at max_mb before the second event, which has its own
+
+
+def with_an_outage(folder, away: int) -> tuple[list[Held], object]:
+    """A camera's packets (a keyframe a second) with `away` ticks (1/FPS) missing from frame
+    50 on, where it comes back with a keyframe (a reconnect), and the stream they came in."""
+    out, stream = encoder(str(folder / "cam.mp4"), gop=FPS)
+    held = []
+    for packet in [p for _, vf in frames(100) for p in stream.encode(vf)] + list(stream.encode(None)):
+        held.append(Held.of(packet))
+        out.mux(packet)  # the camera's own video: its stream's codec headers are complete once one is muxed
+    out.close()
+    for h in held[50:]:
+        h.pts, h.dts = h.pts + away, h.dts + away
+    return held, stream
+
+
+def test_a_pre_roll_never_reaches_across_an_outage_and_says_how_long_the_video_was_away(tmp_path):
+    """An event 0.5 s after a camera came back from 18.9 s away: its clip began with the
+    last GOP before the outage (an 18.9 s jump in it) and no clip_note."""
+    held, stream = with_an_outage(tmp_path, 189)
+    rec = ClipRecorder(str(tmp_path / "events"), pre_s=3.0, post_s=1.0)
+    ref = None
+    for i, h in enumerate(held):
+        rec.add(h, stream)
+        if i == 55:
+            ref = rec.event("e", h.seconds)
+    rec.close()
+    assert ref.pre_s == 0.5 and ref.note == "pre_s shortened: the video was interrupted for 18.9 s before"
+    with av.open(ref.path) as c:
+        times = [float(f.pts * f.time_base) for f in c.decode(video=0)]
+    assert times[0] == 0 and np.allclose(np.diff(times), 1 / FPS)  # no jump: from the keyframe it came back with
+    assert len(times) == 5 + 1 + 10  # 5.0 to 5.5 s and post_s after
+
+
+def test_a_clip_under_way_at_an_outage_goes_on_in_its_next_part_after_it(tmp_path):
+    held, stream = with_an_outage(tmp_path, 20)  # away 2.1 s, back before post_s is over
+    rec = ClipRecorder(str(tmp_path / "events"), pre_s=1.0, post_s=4.0)
+    for i, h in enumerate(held):
+        rec.add(h, stream)
+        if i == 45:
+            first = rec.event("e", h.seconds).path
+    rec.close()
+    assert rec.written == [first, first.replace(".mp4", ".part1.mp4")]
+    parts = []
+    for path in rec.written:
+        with av.open(path) as c:
+            parts.append([float(f.pts * f.time_base) for f in c.decode(video=0)])
+    assert all(p[0] == 0 and np.allclose(np.diff(p), 1 / FPS) for p in parts)  # neither jumps
+    assert [len(p) for p in parts] == [20, 16]  # 3.0 s (the keyframe before pre_s) to 4.9 s; 7.0 s to 8.5 s
