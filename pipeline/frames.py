@@ -205,6 +205,7 @@ class ZoneCount:
     polygon: np.ndarray
     inside: int
     stationary: int = 0  # of those inside, the ones that have not moved for `track.stationary_s`
+    classes: dict[str, int] = field(default_factory=dict)  # of those inside, how many of each class
 
 
 @dataclass

@@ -13,6 +13,7 @@ from pipeline.control import CameraControl, Runs
 from pipeline.metrics.registry import Metrics
 from pipeline.sinks.event_evidence import EventEvidence, RecentEvents
 from pipeline.sinks.events import EventPublisher
+from pipeline.sinks.homeassistant import HomeAssistant
 from pipeline.sinks.preview import Preview
 from pipeline.sinks.retention import OutputRetention
 from pipeline.sinks.views import Views, annotates
@@ -53,6 +54,10 @@ class SideOutputs:
         self.events = publisher if publisher else None
         if self.events is not None:
             pipeline.metrics.state_listeners.append(self.events.camera_state)
+        mqtt = out.events.mqtt
+        self.home = HomeAssistant(out.events) if mqtt is not None and mqtt.homeassistant is not None else None
+        if self.home is not None:  # the sink hands it every frame (`home.frame`)
+            pipeline.metrics.state_listeners.append(self.home.camera_state)
         self.recent = RecentEvents()
         self.index = WrittenIndex(out.dir)  # what the run wrote: retention removes nothing else
         self.preview: Preview | None = None
@@ -71,10 +76,10 @@ class SideOutputs:
             recordings = RecordingFiles(out.dir, lambda: record_names(pipeline), out.jsonl.filename)
             self.web = WebServer(out.web, pipeline.snapshot, self.preview, cameras=lambda: pipeline.metrics.cameras,
                                  events=self.recent.newest, evidence_dir=out.dir, control=control,
-                                 recordings=recordings)
+                                 recordings=recordings, annotated=annotates(pipeline.config))
 
     def start(self) -> None:
-        for part in (self.events, self.evidence, self.retention, self.web):
+        for part in (self.events, self.home, self.evidence, self.retention, self.web):
             if part is not None:
                 part.start()
 
@@ -82,9 +87,11 @@ class SideOutputs:
         """A second signal: a flush to event destinations that are away ends at once."""
         if self.events is not None:
             self.events.abort()
+        if self.home is not None:
+            self.home.abort()
 
     def close(self) -> None:
         """The evidence first (its snapshots deliver events), then the destinations."""
-        for part in (self.evidence, self.events, self.web, self.preview, self.retention):
+        for part in (self.evidence, self.events, self.home, self.web, self.preview, self.retention):
             if part is not None:
                 part.close()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import string
 from dataclasses import dataclass, replace
 from typing import Any
@@ -172,6 +173,29 @@ class WebConfig:
             r.problem(f"{path}.control", "adding and removing cameras over HTTP needs outputs.web.token")
 
 
+def topic_prefix_problem(v: str) -> str | None:
+    """A topic prefix to publish under: levels without wildcards, none of them empty."""
+    return None if v and "+" not in v and "#" not in v and "" not in v.split("/") else \
+        f"expected MQTT topic levels without wildcards or empty levels, got {v!r}"
+
+
+def node_id_problem(v: str) -> str | None:
+    """Home Assistant reads the node id from the discovery topic: letters, digits, `_` and `-` only."""
+    return None if re.fullmatch(r"[A-Za-z0-9_-]+", v) else f"letters, digits, '_' and '-' only, got {v!r}"
+
+
+@dataclass(kw_only=True)
+class HomeAssistantConfig:
+    discovery_prefix: str = option("homeassistant", check=topic_prefix_problem,
+                                   doc="Home Assistant's MQTT discovery prefix")
+    node_id: str = option("pipeline", check=node_id_problem,
+                          doc="names this process to Home Assistant: its discovery topics, unique ids and "
+                              "availability topic `<node_id>/availability` (one per process sharing a broker)")
+    interval_s: float = option(1.0, check=positive,
+                               doc="most often a camera's state message goes out (motion and objects seen in "
+                                   "between still show)")
+
+
 @dataclass(kw_only=True)
 class MqttConfig:
     host: str = option(doc="the broker")
@@ -184,6 +208,9 @@ class MqttConfig:
     buffer: int = option(10000, check=at_most(EVENTS_BUFFERED, "events held in memory", positive),
                          doc="events kept while the broker is away, besides the one being sent (then the oldest "
                              "drop, counted)")
+    homeassistant: HomeAssistantConfig | None = option(None, shown="off",
+                                                       doc="announce each camera to Home Assistant (MQTT discovery) "
+                                                           "and keep its state there (`{}`: the defaults)")
 
 
 @dataclass(kw_only=True)

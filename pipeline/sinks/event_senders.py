@@ -12,10 +12,13 @@ import json
 import os
 import threading
 import urllib.request
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pipeline.config.outputs import EventsConfig, MqttConfig, WebhookConfig
 from pipeline.redact import redact
+
+if TYPE_CHECKING:
+    import paho.mqtt.client as mqtt
 
 ACK_WAIT_S = 5.0  # one wait for the broker's acknowledgement before the outbox backs off and asks again
 
@@ -31,6 +34,33 @@ class Sender(Protocol):
     def close(self) -> None: ...
 
 
+def mqtt_client(config: MqttConfig, suffix: str = "") -> "mqtt.Client":
+    """A paho client for the configured broker (not connected): its client id (`client_id`,
+    else pipeline-<pid>) with `suffix`, so that two connections of one process never
+    take each other's session, the login, and reconnecting with backoff."""
+    import paho.mqtt.client as mqtt
+
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2,
+                         client_id=(config.client_id or f"pipeline-{os.getpid()}") + suffix)
+    if config.username:
+        client.username_pw_set(config.username, config.password)
+    client.reconnect_delay_set(min_delay=1, max_delay=10)
+    return client
+
+
+def camera_topic(template: str, camera: str, leaf: str) -> str:
+    """A topic of one camera beside its events (`pipeline/{camera}/events` gives
+    `pipeline/<camera>/<leaf>`): the events topic's last level becomes `leaf` unless it
+    names the camera, and a template without `{camera}` gets a level for it, so no two
+    cameras ever share one."""
+    levels = template.split("/")
+    if "{camera}" not in levels[-1]:
+        levels.pop()
+    if not any("{camera}" in level for level in levels):
+        levels.append("{camera}")
+    return "/".join([*levels, leaf]).format(camera=camera)
+
+
 class MqttSender:
     """paho-mqtt with its own network thread; it reconnects with backoff on its own.
 
@@ -41,15 +71,9 @@ class MqttSender:
     batch = 1
 
     def __init__(self, config: MqttConfig):
-        import paho.mqtt.client as mqtt
-
         self.config = config
         self.name = f"mqtt://{config.host}:{config.port}"
-        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2,
-                                  client_id=config.client_id or f"pipeline-{os.getpid()}")
-        if config.username:
-            self.client.username_pw_set(config.username, config.password)
-        self.client.reconnect_delay_set(min_delay=1, max_delay=10)
+        self.client = mqtt_client(config)
         self.client.on_publish = self._on_publish
         self._acked: set[int] = set()
         self._ack = threading.Condition()
@@ -87,11 +111,11 @@ class MqttSender:
         self._pending = None
 
     def picture(self, camera: str, jpeg: bytes) -> bool:
-        """The event's snapshot on `pipeline/<camera>/snapshot`, retained (the newest one is
-        what a dashboard shows): best effort, False when the broker is away."""
+        """The event's snapshot on `pipeline/<camera>/snapshot` (`camera_topic`), retained
+        (the newest one is what a dashboard shows): best effort, False when the broker is away."""
         if not self.client.is_connected():
             return False
-        topic = self.config.topic.format(camera=camera).rsplit("/", 1)[0] + "/snapshot"
+        topic = camera_topic(self.config.topic, camera, "snapshot")
         return self.client.publish(topic, jpeg, qos=0, retain=True).rc == 0
 
     def close(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Callable
 
 from pipeline.config import OutputsConfig
 from pipeline.config.outputs import RecordConfig
@@ -37,11 +38,13 @@ class SinkStage:
 
     def __init__(self, outputs: OutputsConfig, metrics: Metrics, control: RunControl, capacity: Capacity,
                  queue_size: int, evidence: EventEvidence, preview: Preview | None = None,
-                 index: WrittenIndex | None = None, views: Views | None = None):
+                 index: WrittenIndex | None = None, views: Views | None = None,
+                 on_frame: Callable[[Frame], None] | None = None):
         self.files = CameraOutputs(outputs, metrics, self.name, index,
                                    views or Views(outputs.video, wants=preview.wants if preview is not None else None))
         self.evidence = evidence  # every event: its snapshot and clip, then the panel and the destinations
         self.preview = preview    # the live view: offered every frame, keeps only watched cameras' newest
+        self.on_frame = on_frame  # every frame written, as it stands (Home Assistant's status)
         self.metrics = metrics
         self.control = control
         self.capacity = capacity
@@ -135,6 +138,8 @@ class SinkStage:
         self.files.write(frame)
         if self.preview is not None:
             self.preview.offer(frame)
+        if self.on_frame is not None:
+            self.on_frame(frame)
         done = time.perf_counter()
         self.metrics.stage_busy(self.name, done - t0)
         self.metrics.frame_out(frame.camera, done - frame.t_capture)

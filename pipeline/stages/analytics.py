@@ -20,6 +20,7 @@ thread draws the frame, it shows this frame's numbers.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -191,7 +192,8 @@ class AnalyticsStage(InlineStage):
             self._observe(cam, frame)
         frame.lines = [LineCount(ln.spec.name, tuple(ln.a), tuple(ln.b), ln.counts["in"], ln.counts["out"])
                        for ln in cam.lines]
-        frame.zones = [ZoneCount(z.spec.name, z.polygon, len(z.inside), len(z.stationary)) for z in cam.zones]
+        frame.zones = [ZoneCount(z.spec.name, z.polygon, len(z.inside), len(z.stationary),
+                                 dict(Counter(z.inside.values()))) for z in cam.zones]
         if frame.zones:
             stats = self.metrics.camera(frame.camera)
             stats.occupancy = {z.name: z.inside for z in frame.zones}
