@@ -86,7 +86,7 @@ class VideoSource:
         self.stats: CameraStats = self.health.stats
         self.reconnect = Reconnect(config.reconnect)
         self.framing: Framing | None = None  # made when its thread starts
-        self.feed = RecordingFeed(config, recording, self._wait)
+        self.feed = RecordingFeed(config, recording, self._wait, self._stopped)
         self._thread = threading.Thread(target=self._run, name=f"source-{self.camera}", daemon=True)
 
     def start(self) -> None:
@@ -103,9 +103,12 @@ class VideoSource:
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
 
+    def _stopped(self) -> bool:
+        """The run or this camera is stopped."""
+        return self.control.stop.is_set() or self.stop_event.is_set()
+
     def _stopping(self) -> bool:
-        return (self.control.stop.is_set() or self.stop_event.is_set()
-                or (self.max_frames is not None and self._seq >= self.max_frames))
+        return self._stopped() or (self.max_frames is not None and self._seq >= self.max_frames)
 
     @property
     def _seq(self) -> int:
@@ -116,14 +119,14 @@ class VideoSource:
     def _run(self) -> None:
         eos = EndOfStream(self.camera, "eof")
         self.framing = Framing(self.analysed, self.preprocess, self.metrics, self.resume, self._wait, self.gate,
-                               lambda: self.control.stop.is_set() or self.stop_event.is_set())
+                               self._stopped)
         self.feed.start(self.framing.timeline.started)
         try:
             if self.config.network:
                 self._run_live()
             else:
                 self._run_file()
-            if self.control.stop.is_set() or self.stop_event.is_set():
+            if self._stopped():
                 eos.reason = "stopped"
         except SourceError as e:
             eos.reason, eos.error = "failed", str(e)

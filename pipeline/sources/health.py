@@ -21,8 +21,11 @@ class CameraHealth:
         self.metrics = metrics
         self.stats: CameraStats = metrics.camera(camera)
 
-    def state(self, state: CameraState, detail: str = "", trouble: bool = False) -> None:
-        if self.metrics.camera_state(self.camera, state, detail):
+    def state(self, state: CameraState, detail: str = "", trouble: bool = False, quiet: bool = False) -> None:
+        """Set the camera's state, said when it or its detail changes; `quiet`: a new detail
+        alone is not said (another attempt at the same backoff step)."""
+        new = self.stats.state != state
+        if self.metrics.camera_state(self.camera, state, detail) and (new or not quiet):
             log_fn = log.error if state == CameraState.FAILED else log.warning \
                 if trouble or state == CameraState.RECONNECTING else log.info
             log_fn("camera %s: %s%s", self.camera, state, f" ({detail})" if detail else "")
@@ -42,10 +45,10 @@ class CameraHealth:
         if reconnect.gave_up():
             raise SourceError(f"no frame for {reconnect.down_for():.1f}s (give_up_s={reconnect.config.give_up_s:g}): "
                               f"{why}")
-        delay = reconnect.next_delay()
+        retry = reconnect.retry()
         self.state(CameraState.RECONNECTING if reconnect.streamed else CameraState.CONNECTING,
-                   f"{why}; retrying in {delay:.1f}s", trouble=True)
-        return delay
+                   f"{why}; retrying in {retry.delay:.1f}s", trouble=True, quiet=not retry.news)
+        return retry.delay
 
     def bad_packet(self, message: str) -> None:
         self.stats.decode_errors += 1

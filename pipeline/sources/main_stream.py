@@ -4,9 +4,10 @@ stream, read by a thread of its own (`MainStream`), only demuxed (never decoded)
 
 It lives and fails apart from the analysis: a live main stream that breaks reconnects
 under the camera's `reconnect` policy while the sub-stream's frames go on (the recording
-has a gap, counted), and after `give_up_s` without a packet the recording stops,
-reported, while the analysis goes on; a sub-stream that breaks leaves the recording
-going. A file's main stream is read a little ahead of the analysis, never more
+has a gap, counted; each backoff step said once), and after `give_up_s` without a packet
+the recording stops, reported, while the analysis goes on; a sub-stream that breaks
+leaves the recording going. A stop of the run or the camera ends a live main stream's
+reading and reconnecting at once, without a word. A file's main stream is read a little ahead of the analysis, never more
 (`LEAD_S`), so a looped file does not race ahead, and up to the last analysed frame.
 """
 from __future__ import annotations
@@ -26,10 +27,12 @@ LEAD_S = 2.0  # a file's main stream is read at most this far ahead of the analy
 
 
 class MainStream:
-    def __init__(self, config: SourceConfig, tap: PacketTap, wait: Callable[[float], None]):
+    def __init__(self, config: SourceConfig, tap: PacketTap, wait: Callable[[float], None],
+                 stopped: Callable[[], bool]):
         self.config = config  # the camera, `uri` being its main stream
         self.tap = tap
         self.wait = wait  # sleeps, waking when the camera is stopped
+        self.stopped = stopped  # the run or the camera is stopped (a file's main stream still reads to the end)
         self.reconnect = Reconnect(config.reconnect)
         self.analysed_s = -math.inf  # the newest analysed frame's time on the recording's timeline
         self._finished = False  # the camera has no more frames: a file is read up to them, then ends
@@ -57,9 +60,13 @@ class MainStream:
         # a live read blocks until its next packet, at most `read_timeout_s`: what comes after is not recorded
         self._thread.join(self.config.read_timeout_s + 1 if self.config.network else None)
 
+    def _ended(self) -> bool:
+        """Nothing more to read: finished, or a live main stream whose camera is stopped."""
+        return self._stop.is_set() or (self.config.network and self.stopped())
+
     def _run(self) -> None:
         said: set[str] = set()
-        while not self._stop.is_set():
+        while not self._ended():
             why = "the stream ended"
             try:
                 connection = Connection(self.config, lambda _: None, said, tap=self.tap, decode=False)
@@ -72,7 +79,7 @@ class MainStream:
                 if not self.config.network:
                     self.tap.failed(e)
                     return
-            if self._stop.is_set() or (not self.config.network and (not self.config.loop or self._finished)):
+            if self._ended() or (not self.config.network and (not self.config.loop or self._finished)):
                 return
             if self.config.network and not self._lost(why):
                 return
@@ -85,11 +92,12 @@ class MainStream:
             self.tap.failed(SourceError(f"main stream: no packet for {rc.down_for():.1f}s "
                                         f"(give_up_s={rc.config.give_up_s:g}): {why}"))
             return False
-        delay = rc.next_delay()
-        log.warning("camera %s: main stream lost (%s); the recording resumes when it is back (retrying in %.1fs)",
-                    self.config.id, why, delay)
-        self.wait(delay)
-        return not self._stop.is_set()
+        retry = rc.retry()
+        if retry.news:
+            log.warning("camera %s: main stream lost (%s); the recording resumes when it is back (retrying in %.1fs)",
+                        self.config.id, why, retry.delay)
+        self.wait(retry.delay)
+        return not self._ended()
 
     def _gate(self, connection: Connection) -> Callable[[], bool]:
         """Called after each packet: whether to stop reading; a file's waits for the analysis."""
@@ -100,7 +108,9 @@ class MainStream:
             if first[0]:
                 first[0] = False
                 self.reconnect.frame()
-            if self._stop.is_set() or self.config.network or link is None or link.offset is None:
+            if self.config.network:
+                return self._ended()
+            if self._stop.is_set() or link is None or link.offset is None:
                 return self._stop.is_set()
             t = (link.last_dts + link.offset) * link.seconds
             with self._cond:
@@ -113,10 +123,12 @@ class MainStream:
 class RecordingFeed:
     """A camera's recording as its thread sees it (none: every call does nothing)."""
 
-    def __init__(self, config: SourceConfig, recording: PacketTap | None, wait: Callable[[float], None]):
+    def __init__(self, config: SourceConfig, recording: PacketTap | None, wait: Callable[[float], None],
+                 stopped: Callable[[], bool]):
         self.recording = recording
         self.network = config.network
-        self.main = MainStream(config, recording, wait) if recording is not None and config.detect_uri else None
+        self.main = MainStream(config, recording, wait, stopped) if recording is not None and config.detect_uri \
+            else None
 
     def start(self, origin: float) -> None:
         """The camera's timeline starts at `origin`: a network camera's recording counts from

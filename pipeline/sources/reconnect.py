@@ -2,17 +2,29 @@
 
 Every way a connection can fail (refused, timed out, opened but broken before its first
 frame, broken mid-stream) goes through the same policy: wait with exponential backoff
-and jitter; reset the backoff only once frames flowed again; give up after `give_up_s`
+and jitter, never longer than `max_s` (the attempt itself, up to `open_timeout_s`, comes
+on top); reset the backoff only once frames flowed again; give up after `give_up_s`
 without a frame. Downtime is the real time without frames: from the last frame before
-an outage to the first frame after it.
+an outage to the first frame after it. A refused camera is retried many times an
+outage: each backoff step is news (a log line) once, not each attempt.
 """
 from __future__ import annotations
 
 import random
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 from pipeline.config import ReconnectConfig
+
+
+@dataclass(frozen=True)
+class Retry:
+    """The next attempt: the wait before it, and whether it is news worth a log line (the
+    outage's first wait, or a longer backoff step than the last one said)."""
+
+    delay: float
+    news: bool
 
 
 class Reconnect:
@@ -27,6 +39,7 @@ class Reconnect:
         self.downtime_s = 0.0
         self.reconnects = 0
         self.streamed = False           # frames have flowed at least once
+        self._said: float | None = None  # the backoff step last said in this outage
 
     def frame(self) -> None:
         """A frame arrived: the camera is up; an outage (if any) ends here."""
@@ -38,6 +51,7 @@ class Reconnect:
         self.last_frame = now
         self.streamed = True
         self._backoff = self.config.initial_s
+        self._said = None
 
     def lost(self) -> None:
         """The stream ended or broke: an outage starts at its last frame."""
@@ -55,9 +69,16 @@ class Reconnect:
     def gave_up(self) -> bool:
         return bool(self.config.give_up_s) and self.down_for() >= self.config.give_up_s
 
+    def retry(self) -> Retry:
+        """The wait before the next attempt, and whether it is news."""
+        step = min(self._backoff, self.config.max_s)
+        news, self._said = step != self._said, step
+        return Retry(self.next_delay(), news)
+
     def next_delay(self) -> float:
-        """How long to wait before the next attempt (never past the give-up time)."""
-        delay = min(self._backoff, self.config.max_s) * self.jitter()
+        """How long to wait before the next attempt: jittered, at most `max_s`, never past
+        the give-up time."""
+        delay = min(min(self._backoff, self.config.max_s) * self.jitter(), self.config.max_s)
         self._backoff = min(self._backoff * 2, self.config.max_s)
         if self.config.give_up_s:
             delay = min(delay, max(0.05, self.config.give_up_s - self.down_for()))

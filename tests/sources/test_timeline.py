@@ -124,3 +124,20 @@ def test_reconnect_backoff_doubles_resets_on_frames_and_gives_up_from_the_last_f
     now[0] = 13.0
     rc.frame()
     assert rc.reconnects == 1 and rc.downtime_s == pytest.approx(13.0)  # the real time without frames
+
+
+@pytest.mark.parametrize("jitter", [0.8, 1.2])
+def test_a_reconnect_wait_never_exceeds_max_s_jitter_included(jitter):
+    rc = Reconnect(ReconnectConfig(initial_s=1, max_s=8, give_up_s=0), jitter=lambda: jitter)
+    waits = [rc.next_delay() for _ in range(8)]
+    assert max(waits) <= 8.0
+    assert waits[:3] == pytest.approx([jitter, 2 * jitter, 4 * jitter])  # below max_s the jitter is kept
+
+
+def test_each_backoff_step_is_said_once_per_outage_not_each_attempt():
+    rc = Reconnect(ReconnectConfig(initial_s=0.5, max_s=2, give_up_s=0), jitter=lambda: 1.0)
+    said = [rc.retry().news for _ in range(6)]  # steps 0.5, 1, 2, then 2 again and again
+    assert said == [True, True, True, False, False, False]
+    rc.frame()
+    rc.lost()
+    assert rc.retry().news  # a new outage starts: said again
