@@ -13,7 +13,6 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -26,8 +25,8 @@ from pipeline.graph import Pipeline  # noqa: E402
 from pipeline.cluster.checks import cluster_problems  # noqa: E402
 
 
-def one_process(config) -> float:
-    p = Pipeline(config.with_output_dir(tempfile.mkdtemp(prefix="cluster-bench-")))
+def one_process(config, frames: int | None) -> float:
+    p = Pipeline(config.with_output_dir(tempfile.mkdtemp(prefix="cluster-bench-")), max_frames=frames)
     t0 = time.perf_counter()
     p.start()
     p.wait()
@@ -36,9 +35,9 @@ def one_process(config) -> float:
     return p.snapshot().processed / took
 
 
-def two_hosts(ray, config) -> float:
+def two_hosts(ray, config, frames: int | None) -> float:
     config = config.with_output_dir(tempfile.mkdtemp(prefix="cluster-bench-"))
-    hosts = start_hosts(ray, config, None, 2, 1)
+    hosts = start_hosts(ray, config, frames, 2, 1)
     driver = ClusterDriver(config, hosts, ray_call, kill_host, poll_s=0.2)
     t0 = time.perf_counter()
     driver.start()
@@ -57,19 +56,20 @@ def main() -> int:
     ap.add_argument("config")
     ap.add_argument("--camera-count", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--frames", type=int, help="at most this many frames per camera (default: the whole clips)")
     args = ap.parse_args()
     import ray
     from ray.cluster_utils import Cluster
 
     config = without_classifier(with_cameras(load_config(args.config), args.camera_count))
-    config, _ = cluster_problems(replace(config, outputs=replace(
-        config.outputs, jsonl=replace(config.outputs.jsonl, filename="{camera}.jsonl"))))
+    config, _ = cluster_problems(config)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=1)
     connect(cluster.address)
     rows = []
     for _ in range(args.repeats):
-        rows.append({"one process": round(one_process(config), 1), "two hosts": round(two_hosts(ray, config), 1)})
+        rows.append({"one process": round(one_process(config, args.frames), 1),
+                     "two hosts": round(two_hosts(ray, config, args.frames), 1)})
         rows[-1]["ratio"] = round(rows[-1]["two hosts"] / rows[-1]["one process"], 3)
         print(json.dumps(rows[-1]), flush=True)
     median = statistics.median(r["ratio"] for r in rows)

@@ -1,4 +1,4 @@
-"""The CPU a recording costs one 1080p camera, measured in turns (median of 3):
+"""The CPU a recording costs one 1080p camera, measured in turns (median of `--rounds`, 3):
 
 1. whole runs, `outputs.record` on and off: a 10 s 1080p15 clip (made from the sample,
    B-frames, a keyframe every 2 s) looped for 600 frames, no annotated video, a detector
@@ -6,7 +6,7 @@
 2. per packet: demux alone against demux + the recording (its tap on the reading thread,
    its writer on its own).
 
-    python scripts/recording_cpu.py [--frames 600]
+    python scripts/recording_cpu.py [--frames 600] [--clip-frames 150] [--rounds 3]
 """
 from __future__ import annotations
 
@@ -88,15 +88,17 @@ def per_packet(folder: str, clip: str, record: bool, passes: int = 4) -> tuple[f
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--frames", type=int, default=600)
+    ap.add_argument("--frames", type=int, default=600, help="frames of each whole run")
+    ap.add_argument("--clip-frames", type=int, default=150, help="frames of the 1080p15 clip (looped)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds taken in turns; the median is reported")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="recording-cpu-") as folder:
         clip = os.path.join(folder, "hd.mp4")
-        make_clip(clip)
+        make_clip(clip, args.clip_frames)
         make_slow_model(os.path.join(folder, "null.onnx"), matmuls=0)
         runs: dict[bool, list[float]] = {True: [], False: []}
         micro: dict[bool, list[tuple[float, float, int]]] = {True: [], False: []}
-        for _ in range(3):
+        for _ in range(args.rounds):
             for record in (True, False):
                 runs[record].append(run_cpu(folder, clip, record, args.frames))
                 micro[record].append(per_packet(folder, clip, record))

@@ -95,7 +95,7 @@ def run(args: argparse.Namespace, out_dir: str) -> dict:
     try:
         while (now := time.monotonic() - t0) < args.minutes * 60:
             samples.append((round(now, 1), round(rss_mib(), 2)))
-            queued = sum(q["depth"] for q in pipeline.snapshot()["queues"].values())
+            queued = sum(q.depth for q in pipeline.snapshot().queues.values())
             load.append((round(now, 1), queued, round(os.getloadavg()[0], 2)))
             if pipeline.wait(min(args.interval, args.minutes * 60 - now)):
                 ended = True  # a looping camera ends only when it fails
