@@ -10,12 +10,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from conftest import ROOT, cut_clip, read_jsonl
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-COVERED_ELSEWHERE = {"gpu_check.py": "tests/test_gpu_check.py", "cluster_bench.py": "tests/cluster/test_scripts.py"}
+# The slowest here: whole pipeline runs (models loaded, clips decoded) before the script
+# itself; `-m "not e2e"` leaves them out of a quick round, CI runs them with the rest.
+WHOLE_RUNS = pytest.mark.e2e
+COVERED_ELSEWHERE = {"gpu_check.py": "tests/test_gpu_check.py", "cluster_bench.py": "tests/cluster/test_cluster_scripts.py"}
 
 
 def script(name: str, *args: str, timeout: float = 180) -> str:
@@ -51,6 +55,7 @@ def test_rss_soak_samples_the_memory_and_reports_its_slope(tmp_path):
     assert result["processed"] > 0 and not result["ended_early"] and len(result["load"]) >= 2
 
 
+@WHOLE_RUNS
 def test_gating_agreement_compares_every_frame_with_gated_detection(tmp_path, short_clips):
     clip = cut_clip(short_clips["vtest"], str(tmp_path / "vtest.mp4"), 12)
     out = script("gating_agreement.py", "--config", "configs/tracking.yaml", clip, "--camera", "campus", "--json",
@@ -61,6 +66,7 @@ def test_gating_agreement_compares_every_frame_with_gated_detection(tmp_path, sh
     assert 0 <= result["tracks_found"] <= result["tracks"] and result["deterministic"], result
 
 
+@WHOLE_RUNS
 def test_region_check_compares_regions_with_the_whole_frame():
     result = json.loads(script("region_check.py", "--config", "configs/tracking.yaml", "--frames", "6"))
     assert result["frames"] >= 1 and result["detector_runs"]["whole"] >= 1 and result["detector_runs"]["regions"] >= 1
@@ -96,6 +102,7 @@ def test_cluster_simulation_measures_the_drivers_work_per_poll():
     assert re.search(r"^20 cameras at 1080p", out, re.M) and "one poll" in out and "a host lost" in out, out
 
 
+@WHOLE_RUNS
 def test_id_switches_and_label_agreement_read_the_json_lines_of_real_runs(tmp_path):
     """A tracked run for the id switches; a per-track and an every-frame run of the
     classifier cascade (on people, the sample with people in it) for the labels."""
