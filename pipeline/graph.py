@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Callable, TypeVar
 
 import cv2
 
@@ -45,6 +46,7 @@ from pipeline.stages import STAGES
 from pipeline.stages.build import BuildContext
 
 log = logging.getLogger("pipeline.graph")
+T = TypeVar("T")
 
 
 def detect_gate(config: Config, engines: EngineRegistry, s: SourceConfig, feedbacks: TrackFeedbacks) -> DetectGate:
@@ -62,6 +64,24 @@ def detect_gate(config: Config, engines: EngineRegistry, s: SourceConfig, feedba
     feedback = feedbacks.open(s.id, wait=not s.live) if rate.motion or borders else None
     return DetectGate(rate, s.motion, max(config.models[entry.model].input_size),
                       engines.regions_per_run(entry.model), feedback, borders)
+
+
+def counting_threads(plan: ThreadPlan, make: Callable[[], T]) -> T:
+    """What `make` returns, the threads it started counted in the plan as the side
+    outputs' (threads libraries start, an MQTT client's, are known once started)."""
+    before = thread_count()
+    made = make()
+    plan.side_threads += max(0, thread_count() - before)
+    return made
+
+
+def side_outputs(pipeline: Pipeline) -> SideOutputs:
+    """The run's side outputs in its thread plan: the threads they start as they are made
+    (the live view's encoder) and, beyond the plan's total, the live view's connections."""
+    side = counting_threads(pipeline.plan, lambda: SideOutputs(pipeline))
+    if side.web is not None:
+        pipeline.plan.web_connections = side.web.MAX_WAITING + side.web.MAX_CONNECTIONS
+    return side
 
 
 class Pipeline:
@@ -97,7 +117,7 @@ class Pipeline:
         self.ingress = Ingress(f"{entry.stage_name}.lanes", self.engines.policy(entry.model).target,
                                on_drop=lambda item, why: self.metrics.drop(item.camera, why))
         self.metrics.queues[self.ingress.name] = self.ingress
-        self.side = SideOutputs(self)
+        self.side = side_outputs(self)
         self.feedbacks = TrackFeedbacks(any(isinstance(spec, TrackSpec) for spec in cfg.graph))
         ctx = BuildContext(cfg, self.metrics, self.control, self.engines, self.ingress, self.side.views, self.feedbacks)
         self.stages = [STAGES[type(spec)].from_spec(spec, ctx) for spec in cfg.graph]
@@ -114,7 +134,7 @@ class Pipeline:
         assert s.queue.policy is not None
         self.sink.add_camera(s.id, bool(s.live), resume, self.config.outputs.record_for(s.record))
         port = self.ingress.add_camera(s.id, s.queue.size or self.ingress.read_budget, s.queue.policy)
-        self.plan.add_camera(s.thread_count)
+        self.plan.add_camera(s.thread_count, s.id in self.sink.files.recordings, bool(s.detect_uri))
         preprocess = Preprocessor(self.config.detector, from_picture=not converts_every_frame(self.config))
         source = VideoSource(s, preprocess, port, self.metrics, self.control, self.max_frames, resume,
                              self.sink.files.recordings.get(s.id), detect_gate(self.config, self.engines, s, self.feedbacks))
@@ -152,9 +172,9 @@ class Pipeline:
     # -- running --------------------------------------------------------------------------
     def start(self) -> None:
         cv2.setNumThreads(1)  # OpenCV's own pool off: our parallelism is across cameras
-        log.info(self.plan.describe())
         self.started = True
-        self.side.start()
+        counting_threads(self.plan, self.side.start)  # event destinations' clients, snapshots, retention, web
+        log.info(self.plan.describe())
         for stage in reversed(self.stages):
             stage.start()
         for source in self.sources:

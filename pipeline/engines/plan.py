@@ -4,8 +4,10 @@ a GPU server), and every thread of the process sized with it.
 
 The seed's pitfall was a worker with over a hundred threads: default-sized pools of
 every library stacked on each other. Here every pool is sized explicitly: ORT's pools by
-each engine's plan, what grows with the cameras by `runtime.threads.Capacity`; the plan
-is printed at start-up, and tests compare the live thread count against `total`.
+each engine's plan, what grows with the cameras by `runtime.threads.Capacity`; every
+other thread the run starts is counted (a camera's recording threads, the side outputs'
+as they start); the plan is printed at start-up, and tests compare the live thread count
+against `total`.
 
 On CPU the inference engines get `workers` single-threaded concurrent runs (one per
 core): that beats intra-op parallelism inside one run, which pays a synchronisation
@@ -109,8 +111,10 @@ def plan_cores(config: Config) -> int:
 
 @dataclass
 class ThreadPlan:
-    """Threads of the whole process: fixed ones (stages, engines) and those that come with
-    each camera (its reader, its decoder's extra threads, its encoder, sink workers)."""
+    """Threads of the whole process: fixed ones (stages, engines, the side outputs) and
+    those that come with each camera (its reader, its decoder's extra threads, its
+    encoder, its recording's writer and main-stream reader, sink workers). The live
+    view's connections come on top, one thread each while open, at most `web_connections`."""
 
     cores: int
     base_threads: int                    # already running when the plan was made
@@ -120,24 +124,36 @@ class ThreadPlan:
     decode_threads: int = 0              # extra FFmpeg threads of the cameras so far
     encoders: bool = True                # one encoder thread per camera
     cameras: int = 0
+    recorders: int = 0                   # a writer per recorded camera
+    main_streams: int = 0                # a reader per main stream read apart from its sub-stream
+    side_threads: int = 0                # event destinations and their clients, snapshots, retention, live view
+    web_connections: int = 0             # live-view connections at most, a thread each while open (not in `total`)
 
-    def add_camera(self, decoder_threads: int) -> None:
-        """A camera joins: its thread, its decoder's extra threads, its encoder."""
+    def add_camera(self, decoder_threads: int, recorded: bool = False, main_stream: bool = False) -> None:
+        """A camera joins: its thread, its decoder's extra threads, its encoder, and where
+        it is recorded its recording's writer and (`main_stream`) the reader of its main stream."""
         self.cameras += 1
         self.decode_threads += max(0, decoder_threads - 1) if decoder_threads != 0 else self.cores
+        self.recorders += recorded
+        self.main_streams += recorded and main_stream
 
     @property
     def total(self) -> int:
-        per_camera = self.cameras * (2 if self.encoders else 1) + self.decode_threads
-        return (self.base_threads + self.stage_threads + self.shared_workers + per_camera
+        per_camera = self.cameras * (2 if self.encoders else 1) + self.decode_threads + self.recorders \
+            + self.main_streams
+        return (self.base_threads + self.stage_threads + self.shared_workers + per_camera + self.side_threads
                 + Capacity(self.cores).sink_workers(self.cameras) + sum(e.threads() for e in self.engines.values()))
 
     def describe(self) -> str:
         engines = ", ".join(f"{n}: {e.describe()}" for n, e in self.engines.items())
         return (f"thread plan for {self.cores} core(s): {self.cameras} camera thread(s), {self.decode_threads} extra "
                 f"decode, {self.stage_threads} stage, {Capacity(self.cores).sink_workers(self.cameras)} sink, "
-                f"{self.cameras if self.encoders else 0} encoder, {self.shared_workers} shared inference worker(s); "
-                f"engines [{engines}]; {self.base_threads} already running; total <= {self.total}")
+                f"{self.cameras if self.encoders else 0} encoder, {self.recorders} recording writer(s), "
+                f"{self.main_streams} main-stream reader(s), {self.side_threads} side-output, "
+                f"{self.shared_workers} shared inference worker(s); engines [{engines}]; {self.base_threads} already "
+                f"running; total <= {self.total}"
+                + (f" (plus one per open live-view connection, at most {self.web_connections})"
+                   if self.web_connections else ""))
 
 
 def plan_threads(config: Config, base_threads: int, on_gpu: set[str]) -> ThreadPlan:

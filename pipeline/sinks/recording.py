@@ -59,8 +59,9 @@ class Recording:
         self.on_video: Callable | None = None
         self.stats = RecordingStats()
         self.plan = SegmentPlan(root, path, segment_s, live, after)
-        # a live recording's timeline counts from here (its camera's timeline's); None: it is
-        # the camera's media time, never the wall clock (a file's, paced and looped ones too)
+        # a live recording's timeline counts from here (its camera's timeline's: the source
+        # sets it), a reconnect being a gap in time and a silent stream a stall; None: the
+        # camera's media time, never the wall clock (a file's: its loops just go on)
         self.origin: float | None = time.perf_counter() if live else None
         self._queue: queue.Queue = queue.Queue(config.queue)
         self._stopped = False
@@ -73,17 +74,11 @@ class Recording:
         self._said: set[str] = set()
         self.writer = RecordingWriter(self)
 
-    @property
-    def clocked(self) -> bool:
-        """Its timeline keeps the wall clock (a network camera): a reconnect is a gap in time
-        and a silent stream a stall. A file's next pass (paced or not) just goes on."""
-        return self.origin is not None
-
     # -- the reading thread -----------------------------------------------------------
     def connect(self, video, audio, rate) -> Link:
         """A connection (a reconnect, a file's next pass) starts: its packets follow."""
         link = Link(video, audio if self.config.audio else None, rate)
-        if self._links and self.clocked:
+        if self._links and self.origin is not None:
             self.stats.gaps += 1
         self._links += 1
         self._skipping = True
@@ -93,7 +88,7 @@ class Recording:
     def disconnect(self) -> None:
         """The connection ended: a network camera's recording has a hole until it is back."""
         self.writer.connected = False
-        if self.clocked and not self._stopped:
+        if self.origin is not None and not self._stopped:
             self.stats.state = "reconnecting"
             end = self._last_link.end() if self._last_link is not None else None
             if end is not None and self._hole is None and self.plan.segments:
@@ -234,7 +229,7 @@ class RecordingWriter:
             except queue.Empty:
                 if self._closing.is_set():
                     break
-                if self.recording.clocked and self.connected and not stalled:
+                if self.recording.origin is not None and self.connected and not stalled:
                     self.stats.stalls += 1
                     stalled = True
                 continue
