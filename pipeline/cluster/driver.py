@@ -26,7 +26,7 @@ from pipeline.config import Config, SourceConfig, is_url
 from pipeline.frames import Resume
 from pipeline.metrics.histogram import Histogram
 from pipeline.metrics.registry import CameraState
-from pipeline.metrics.snapshot import (CameraSnapshot, DeliveryStats, DriverSnapshot, HostSnapshot, Latency,
+from pipeline.metrics.snapshot import (CameraSnapshot, DeliveryStats, DriverSnapshot, HostSnapshot, Latency, Recent,
                                        Snapshot)
 from pipeline.sinks.lease import Lease
 
@@ -248,6 +248,7 @@ def merged_snapshot(driver: ClusterDriver) -> Snapshot:
              for h in driver.hosts.values()}
     return Snapshot(elapsed_s=round(elapsed, 3), throughput_fps=round(processed / elapsed, 2) if elapsed > 0 else 0.0,
                     processed=processed, latency=Latency.of(latency), cpu_percent=sum(cpu), cameras=cameras,
+                    recent=Recent(fps=round(sum(c.recent.fps for c in cameras.values()), 2)),  # no recent latency here
                     engines=engines, events=events, hosts=hosts, incidents=list(driver.incidents),
                     driver=DriverSnapshot(driver.polls, round(driver.work_s, 4)))
 

@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from pipeline.errors import StartupError
 from pipeline.metrics.snapshot import CameraSnapshot, DeliveryStats, EngineSnapshot, Latency, RetentionStats, Snapshot
+from pipeline.metrics.window import WINDOW_S
 
 SnapshotOf = Callable[[], Snapshot]
 Rows = Iterable[tuple[list[str], float | None]]
@@ -74,8 +75,8 @@ def _camera_metrics(cams: dict[str, CameraSnapshot]) -> Iterator[Metric]:
                    [([c], v.reconnects) for c, v in cams.items()])
     yield _counter("pipeline_camera_downtime_seconds", "Time live cameras were disconnected", ["camera"],
                    [([c], v.downtime_s) for c, v in cams.items()])
-    yield _gauge("pipeline_camera_fps", "Output frame rate per camera", ["camera"],
-                 [([c], v.fps) for c, v in cams.items()])
+    yield _gauge("pipeline_camera_fps", f"Output frame rate per camera over the last {WINDOW_S} s", ["camera"],
+                 [([c], v.recent.fps) for c, v in cams.items()])
     yield _gauge("pipeline_camera_state", "1 for the camera's current health state", ["camera", "state"],
                  [([c, v.state], 1) for c, v in cams.items()])
     yield _gauge("pipeline_camera_latency_seconds", "End-to-end latency quantiles per camera", ["camera", "quantile"],

@@ -13,10 +13,12 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Callable
 
 from pipeline.metrics.histogram import Histogram
-from pipeline.metrics.snapshot import (CameraSnapshot, DetectorCounts, EngineSnapshot, Latency, QueueSnapshot,
+from pipeline.metrics.snapshot import (CameraSnapshot, DetectorCounts, EngineSnapshot, Latency, QueueSnapshot, Recent,
                                        RecordingStats, RetentionStats, Snapshot, StageSnapshot)
+from pipeline.metrics.window import Window
 from pipeline.redact import redact
 
 
@@ -49,7 +51,8 @@ class CameraStats:
     state: CameraState = CameraState.STARTING
     detail: str = ""  # redacted when set: state events and /api/cameras carry it
     reconnects: int = 0
-    downtime_s: float = 0.0
+    downtime_s: float = 0.0  # the outages that ended
+    down_since: float | None = None  # time.monotonic() of the last frame before the outage going on
     first_out: float | None = None
     last_out: float | None = None
     counts: dict[tuple[str, str, str], int] = field(default_factory=lambda: defaultdict(int))  # (name, event, class)
@@ -59,6 +62,15 @@ class CameraStats:
     snapshots_lost: int = 0  # event pictures (frames, crops) that could not be written
     recording: RecordingStats | None = None  # its recording's health (None: not recorded)
     detector: DetectorCounts = field(default_factory=DetectorCounts)
+    recent: Window = field(default_factory=lambda: Window(time.monotonic()))
+
+    def outages(self, ended_s: float, since: float | None) -> None:
+        """The camera's downtime: `ended_s` of outages over, and the one going on since
+        `since` (None: it streams, or it is done), which grows in every snapshot."""
+        self.downtime_s, self.down_since = ended_s, since
+
+    def downtime(self, now: float) -> float:
+        return self.downtime_s + (now - self.down_since if self.down_since is not None else 0.0)
 
     def nested_counts(self) -> dict[str, dict[str, dict[str, int]]]:
         """Analytics counts as {line or zone: {event: {class: n}}}."""
@@ -67,18 +79,27 @@ class CameraStats:
             out.setdefault(name, {}).setdefault(event, {})[cls] = n
         return out
 
-    def snapshot(self) -> CameraSnapshot:
+    def snapshot(self, now: float) -> CameraSnapshot:
         span = (self.last_out - self.first_out) if self.first_out is not None and self.last_out is not None else 0.0
         fps = (self.processed - 1) / span if span > 0 and self.processed > 1 else 0.0
         return CameraSnapshot(
             state=self.state.value, detail=self.detail, frames_in=self.frames_in, processed=self.processed,
             dropped=dict(self.dropped), errors=self.errors, decode_errors=self.decode_errors,
             output_errors=dict(self.output_errors), fps=round(fps, 2), reconnects=self.reconnects,
-            downtime_s=round(self.downtime_s, 2), latency=Latency.of(self.latency), counts=self.nested_counts(),
+            downtime_s=round(self.downtime(now), 2), latency=Latency.of(self.latency),
+            recent=recent_of([self.recent], now), counts=self.nested_counts(),
             occupancy=dict(self.occupancy), stationary=dict(self.stationary), segment=self.segment,
             snapshots_lost=self.snapshots_lost, video_frames_lost=self.video_frames_lost,
             jsonl_lines_lost=self.jsonl_lines_lost, detector=dataclasses.replace(self.detector),
             recording=dataclasses.replace(self.recording) if self.recording is not None else None)
+
+
+def recent_of(windows: list[Window], now: float) -> Recent:
+    """The recent figures of `windows` together: their rates summed, their latencies merged."""
+    latency = Histogram()
+    for w in windows:
+        latency.merge(w.latency(now))
+    return Recent(fps=round(sum(w.rate(now) for w in windows), 2), latency=Latency.of(latency))
 
 
 @dataclass
@@ -145,8 +166,10 @@ def thread_count() -> int:
 
 
 class Metrics:
-    def __init__(self, timeline: bool = False) -> None:
-        self.started = time.monotonic()
+    def __init__(self, timeline: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
+        """`clock`: the monotonic clock that times frames out and the recent figures."""
+        self.clock = clock
+        self.started = clock()
         self.timeline: list[tuple[float, float]] | None = [] if timeline else None
         self._lock = threading.RLock()  # counters update under it and may create their camera
         self.cameras: dict[str, CameraStats] = {}
@@ -166,7 +189,7 @@ class Metrics:
         stats = self.cameras.get(cam)
         if stats is None:
             with self._lock:
-                stats = self.cameras.setdefault(cam, CameraStats())
+                stats = self.cameras.setdefault(cam, CameraStats(recent=Window(self.clock())))
         return stats
 
     def camera_state(self, cam: str, state: CameraState, detail: str = "") -> bool:
@@ -193,7 +216,7 @@ class Metrics:
         with self._lock:
             self._open_outputs.discard(cam)
             if not self._open_outputs:
-                self.finished = time.monotonic()
+                self.finished = self.clock()
 
     def drop(self, cam: str, reason: str, n: int = 1) -> None:
         with self._lock:
@@ -231,12 +254,13 @@ class Metrics:
 
     def frame_out(self, cam: str, latency_s: float) -> None:
         stats = self.camera(cam)
-        now = time.monotonic()
+        now = self.clock()
         with self._lock:
             stats.processed += 1
             if stats.first_out is None:
                 stats.first_out = now
             stats.last_out = now
+            stats.recent.record(now, latency_s)
             if self.timeline is not None:
                 self.timeline.append((time.perf_counter(), latency_s))
         stats.latency.record(latency_s)
@@ -277,15 +301,18 @@ class Metrics:
     def snapshot(self) -> Snapshot:
         """Everything measured so far. Cameras, stages and engines come and go while it is
         taken (an HTTP add, a poll): each table is copied under the lock first."""
+        now = self.clock()
         with self._lock:  # each camera's counters as one moment (they change under this lock)
-            cameras = {cam: c.snapshot() for cam, c in list(self.cameras.items())}
+            cameras = {cam: c.snapshot(now) for cam, c in list(self.cameras.items())}
+            windows = [c.recent for c in self.cameras.values()]
             stages, engines, queues = list(self.stages.items()), list(self.engines.items()), list(self.queues.items())
             reached, retention = list(self.reached.items()), list(self.retention.items())
-        elapsed = (self.finished or time.monotonic()) - self.started
+        elapsed = (self.finished or now) - self.started
         processed = sum(c.processed for c in cameras.values())
         return Snapshot(
             elapsed_s=round(elapsed, 3), throughput_fps=round(processed / elapsed, 2) if elapsed > 0 else 0.0,
-            processed=processed, latency=Latency.of(self.total_latency()), cpu_percent=round(self.cpu_percent, 1),
+            processed=processed, latency=Latency.of(self.total_latency()),
+            recent=recent_of(windows, now), cpu_percent=round(self.cpu_percent, 1),
             threads=thread_count(), max_threads=self.max_threads,
             cameras=cameras,
             reached_after={k: Latency.of(h) for k, h in sorted(reached, key=lambda kv: kv[1].total / max(1, kv[1].count))},

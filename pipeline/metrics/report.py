@@ -1,4 +1,5 @@
-"""Human-readable views of a metrics snapshot: the progress line and the final summary."""
+"""Human-readable views of a metrics snapshot: the progress line (what happens now: the
+recent figures, labelled with their window) and the final summary (the whole run's)."""
 from __future__ import annotations
 
 from pipeline.metrics.snapshot import CameraSnapshot, RecordingStats, Snapshot
@@ -13,9 +14,10 @@ def progress_line(snap: Snapshot) -> str:
     for cam, c in snap.cameras.items():
         state = "" if c.state == "streaming" else f" {c.state}"
         drops = c.dropped_total
-        parts.append(f"{cam}: {c.processed}f {c.fps:.1f}fps{state}" + (f" {drops}drop" if drops else ""))
-    return (f"[{snap.elapsed_s:6.1f}s] {snap.throughput_fps:.1f} fps total, p99 {_ms(snap.latency.p99_ms)} ms"
-            f", cpu {snap.cpu_percent:.0f}% | " + " | ".join(parts))
+        parts.append(f"{cam}: {c.processed}f {c.recent.fps:.1f}fps{state}" + (f" {drops}drop" if drops else ""))
+    recent = snap.recent
+    return (f"[{snap.elapsed_s:6.1f}s] last {recent.window_s:.0f}s: {recent.fps:.1f} fps total, "
+            f"p99 {_ms(recent.latency.p99_ms)} ms, cpu {snap.cpu_percent:.0f}% | " + " | ".join(parts))
 
 
 def recording_note(r: RecordingStats) -> str:
@@ -59,7 +61,7 @@ def _camera_rows(snap: Snapshot) -> list[str]:
     """One row per camera; with a host column when the cameras ran on a cluster."""
     hosts = bool(snap.hosts)
     header = f"{'camera':<14}{format('host', '<9') if hosts else ''}{'state':<13}{'in':>7}{'done':>7}" \
-             f"{'dropped':>9}{'errors':>7}{'fps':>8}{'p50 ms':>8}{'p99 ms':>8}  notes"
+             f"{'dropped':>9}{'errors':>7}{'run fps':>8}{'p50 ms':>8}{'p99 ms':>8}  notes"
     lines = [header, "-" * len(header)]
     for cam, c in snap.cameras.items():
         host = f"{c.host or '-':<9}" if hosts else ""
@@ -91,11 +93,11 @@ def _host_rows(snap: Snapshot) -> list[str]:
 
 def summary_table(snap: Snapshot) -> str:
     """The final summary (and `pipeline cluster status`): cameras, totals, engines, event
-    destinations and, on a cluster, its hosts."""
+    destinations and, on a cluster, its hosts; its fps and latencies are the whole run's."""
     lines = _camera_rows(snap)
     lat = snap.latency
     lines.append(f"total: {snap.processed} frames in {snap.elapsed_s:.1f}s = {snap.throughput_fps:.1f} fps; "
-                 f"latency p50 {_ms(lat.p50_ms)} ms, p99 {_ms(lat.p99_ms)} ms; peak threads "
+                 f"latency over the run p50 {_ms(lat.p50_ms)} ms, p99 {_ms(lat.p99_ms)} ms; peak threads "
                  f"{snap.max_threads if snap.max_threads is not None else '-'} "
                  f"(plan {snap.thread_plan if snap.thread_plan is not None else '-'})")
     if snap.reached_after:

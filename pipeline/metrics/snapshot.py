@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.metrics.histogram import Histogram
+from pipeline.metrics.window import WINDOW_S
 from pipeline.redact import redact_data
 
 
@@ -32,6 +33,17 @@ class Latency:
 
         return cls(ms(h.percentile(50)), ms(h.percentile(95)), ms(h.percentile(99)), ms(h.mean()),
                    ms(h.max if h.count else None))
+
+
+@dataclass
+class Recent:
+    """Figures over the last `window_s` seconds (`metrics.window`): what the live page,
+    `/api/cameras` and the periodic log show, 0 fps during an outage; the report's
+    `fps` and `latency` beside them cover the whole run."""
+
+    window_s: float = float(WINDOW_S)
+    fps: float = 0.0
+    latency: Latency = field(default_factory=Latency)
 
 
 @dataclass
@@ -73,10 +85,11 @@ class CameraSnapshot:
     errors: int = 0
     decode_errors: int = 0
     output_errors: dict[str, str] = field(default_factory=dict)  # output (video, jsonl) -> why it stopped
-    fps: float = 0.0
+    fps: float = 0.0  # over the run: its frames from the first to the last one out, outages included
     reconnects: int = 0
-    downtime_s: float = 0.0
-    latency: Latency = field(default_factory=Latency)
+    downtime_s: float = 0.0  # the outage going on included
+    latency: Latency = field(default_factory=Latency)  # over the run
+    recent: Recent = field(default_factory=Recent)
     counts: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # line or zone -> event -> class -> n
     occupancy: dict[str, int] = field(default_factory=dict)  # zone -> objects inside now
     stationary: dict[str, int] = field(default_factory=dict)  # zone -> of those, the ones not moving
@@ -165,9 +178,10 @@ class DriverSnapshot:
 @dataclass
 class Snapshot:
     elapsed_s: float = 0.0
-    throughput_fps: float = 0.0
+    throughput_fps: float = 0.0  # over the run
     processed: int = 0
-    latency: Latency = field(default_factory=Latency)
+    latency: Latency = field(default_factory=Latency)  # over the run
+    recent: Recent = field(default_factory=Recent)  # every camera's frames over the last few seconds
     cpu_percent: float = 0.0
     threads: int | None = None
     max_threads: int | None = None

@@ -9,7 +9,9 @@ Nobody watching costs two dictionary lookups per frame. A slow viewer slows only
 it is ready for one. A camera is watched while a stream is open (`watch` / `unwatch`)
 and for a while after each still picture asked for (`watch_for`): a viewer fetching
 stills at the live rate keeps it watched, and each fetch gets the newest picture, not
-an encoding of its own.
+an encoding of its own. `viewers` counts what is watched now: each open stream and each
+viewer's camera fetching stills (a page names itself; stills from no one in particular
+count once per camera).
 
 The tuning view (`motion`) is each camera's newest frame that measured motion: its
 motion boxes, mask and the regions the detector looked at, in frame pixels, for the page
@@ -42,6 +44,7 @@ class Preview:
         self.width = width
         self._watchers: dict[str, int] = {}
         self._watched_until: dict[str, float] = {}  # still viewers: time.monotonic() of their lease's end
+        self._still_viewers: dict[tuple[str, str], float] = {}  # (camera, viewer) -> its lease's end
         self._offered: dict[str, Frame] = {}
         self._last_encoded: dict[str, float] = {}
         self._pictures: dict[str, Picture] = {}
@@ -85,18 +88,35 @@ class Preview:
             if not self._watchers[camera]:
                 self._offered.pop(camera, None)
 
-    def watch_for(self, camera: str, seconds: float) -> bool:
-        """Count `camera` as watched for `seconds` from now; True when it was watched
-        already (its newest picture is current, not one from before anyone looked)."""
+    def watch_for(self, camera: str, seconds: float, viewer: str = "") -> bool:
+        """Count `camera` as watched (by `viewer`) for `seconds` from now; True when it was
+        watched already (its newest picture is current, not one from before anyone looked)."""
         with self._cond:
             now = time.monotonic()
             current = bool(self._watchers.get(camera)) or self._watched_until.get(camera, 0.0) >= now
             self._watched_until[camera] = max(self._watched_until.get(camera, 0.0), now + seconds)
+            self._still_viewers = {k: t for k, t in self._still_viewers.items() if t >= now}
+            self._still_viewers[(camera, viewer)] = now + seconds
             return current
 
     @property
+    def viewers(self) -> int:
+        """Open streams plus the viewers' cameras fetching stills now (a page's tiles in view)."""
+        now = time.monotonic()
+        with self._cond:
+            return sum(self._watchers.values()) + sum(1 for t in self._still_viewers.values() if t >= now)
+
+    @property
     def watched(self) -> int:
-        return sum(1 for n in self._watchers.values() if n)
+        """Cameras watched now (by a stream or stills): their pictures are made."""
+        now = time.monotonic()
+        with self._cond:
+            return len({c for c, n in self._watchers.items() if n} |
+                       {c for c, t in self._watched_until.items() if t >= now})
+
+    def measures_motion(self) -> list[str]:
+        """The cameras whose frames measured motion (the tuning view has something to draw)."""
+        return sorted(self._motion)
 
     def latest(self, camera: str, after_seq: int = -1, timeout: float = 1.0) -> Picture | None:
         """The camera's newest picture once it is newer than `after_seq` (None on timeout)."""

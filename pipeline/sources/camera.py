@@ -138,7 +138,7 @@ class VideoSource:
             self.health.state(CameraState.FAILED, eos.error)
             log.exception("camera %s: source crashed", self.camera)
         self.feed.finish()
-        self.stats.downtime_s = self.reconnect.total_downtime()
+        self.stats.outages(self.reconnect.total_downtime(), None)
         if eos.reason != "failed":
             self.health.state(CameraState.ENDED, self.health.ended_detail(eos.reason))
         try:

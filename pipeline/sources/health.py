@@ -34,6 +34,7 @@ class CameraHealth:
         """A network camera delivered a frame: it streams (again)."""
         reconnect.frame()
         self.stats.reconnects = reconnect.reconnects
+        self.stats.outages(reconnect.downtime_s, None)
         if self.stats.state != CameraState.STREAMING:
             self.state(CameraState.STREAMING)
 
@@ -41,7 +42,7 @@ class CameraHealth:
         """A network camera's stream broke (or never came): the seconds to wait before the
         next try; a `SourceError` once it has been down for `give_up_s`."""
         reconnect.lost()
-        self.stats.downtime_s = reconnect.total_downtime()
+        self.stats.outages(reconnect.downtime_s, reconnect.outage_since)  # the snapshots count the time down on
         if reconnect.gave_up():
             raise SourceError(f"no frame for {reconnect.down_for():.1f}s (give_up_s={reconnect.config.give_up_s:g}): "
                               f"{why}")

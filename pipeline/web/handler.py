@@ -27,6 +27,7 @@ log = logging.getLogger("pipeline.web")
 
 PAGE = (Path(__file__).parent / "page.html").read_text(encoding="utf-8").encode()
 GONE = (ConnectionError, TimeoutError)  # the client closed, reset or stopped reading
+MAX_VIEWER = 32  # characters of a page's name for itself (`?viewer=`) that are kept
 
 
 def _int(values: list[str] | None, default: int) -> int:
@@ -101,7 +102,8 @@ class Handler(AdmittedHandler):
         elif path.startswith("/stream/"):
             self.stream(urllib.parse.unquote(path[len("/stream/"):]))
         elif path.startswith("/frame/") and path.endswith(".jpg"):
-            self.still(urllib.parse.unquote(path[len("/frame/"):-len(".jpg")]), _int(query.get("after"), -1))
+            self.still(urllib.parse.unquote(path[len("/frame/"):-len(".jpg")]), _int(query.get("after"), -1),
+                       (query.get("viewer") or [""])[0][:MAX_VIEWER])
         else:
             self.send(404, b"not found\n")
 
@@ -137,14 +139,15 @@ class Handler(AdmittedHandler):
         self.send(404, b"no such camera\n")
         return False
 
-    def still(self, camera: str, after: int) -> None:
+    def still(self, camera: str, after: int, viewer: str) -> None:
         """The camera's newest picture (204 when it is still the one numbered `after`).
         Asking keeps the camera watched for a while, so a viewer that asks at the live
-        rate gets fresh pictures; the first ask after nobody watched waits for one."""
+        rate gets fresh pictures; the first ask after nobody watched waits for one.
+        `viewer`: the page asking (its tiles count as viewers, `Preview.viewers`)."""
         if not self.known(camera):
             return
         preview = self.app.preview
-        current = preview.watch_for(camera, self.app.still_lease_s)
+        current = preview.watch_for(camera, self.app.still_lease_s, viewer)
         picture = preview.latest(camera, timeout=0)
         if not current:
             picture = preview.latest(camera, picture.seq if picture else -1, self.app.STILL_WAIT_S) or picture

@@ -110,11 +110,14 @@ class WebServer:
     def __init__(self, config: WebConfig, snapshot: Callable[[], Snapshot], preview: Preview,
                  cameras: Callable[[], Collection[str]] | None = None, *,
                  events: Callable[[int, int], list[dict]] | None = None, evidence_dir: str | None = None,
-                 control: CameraControl | None = None, recordings: RecordingFiles | None = None):
+                 control: CameraControl | None = None, recordings: RecordingFiles | None = None,
+                 annotated: bool = True):
         """`events(limit, after)`: the newest events (`RecentEvents.newest`), for the page's
         panel; `evidence_dir`: `outputs.dir`, whose `events/` folder is served; `control`:
         cameras added and removed over HTTP (given only with `outputs.web.control`);
-        `recordings`: the cameras' recordings, played on the page with their boxes."""
+        `recordings`: the cameras' recordings, played on the page with their boxes;
+        `annotated`: whether the graph draws its results on the pictures (the page says
+        when it does not)."""
         if control is not None and not config.token:  # a WebConfig made in code skips the config's check
             raise StartupError("outputs.web.control: adding and removing cameras over HTTP needs outputs.web.token")
         self.config = config
@@ -127,8 +130,7 @@ class WebServer:
         self.control = control
         self.still_lease_s = max(2.0, 3.0 / config.fps)  # a tile asks every 1/fps: a few missed asks are fine
         self.view_latency: dict[str, Histogram] = {}  # capture to bytes on a viewer's socket, per camera
-        self.viewers = 0
-        self._viewers_lock = threading.Lock()
+        self.annotated = annotated
         self.closing = threading.Event()
         self.registry = CollectorRegistry()
         self.registry.register(SnapshotCollector(snapshot))  # type: ignore[arg-type]
@@ -155,24 +157,24 @@ class WebServer:
         self._httpd.server_close()
 
     def api_snapshot(self) -> dict:
-        """`/api/cameras`: the run's snapshot and the live view's own figures."""
+        """`/api/cameras`: the run's snapshot and the live view's own figures: `viewers`
+        (open streams and the pages' tiles fetching stills), the cameras `watched`, the
+        cameras whose motion the tuning view can draw, whether the pictures carry boxes."""
         latency = {cam: dataclasses.asdict(Latency.of(h)) for cam, h in list(self.view_latency.items())}
         return {**self.snapshot().to_dict(),
-                "live_view": {"viewers": self.viewers, "encoded": self.preview.encoded, "fps": self.config.fps,
+                "live_view": {"viewers": self.preview.viewers, "watched": self.preview.watched,
+                              "encoded": self.preview.encoded, "fps": self.config.fps,
                               "refused": self._httpd.slots.refused, "cut": self._httpd.slots.cut,
-                              "latency": latency}}
+                              "latency": latency, "motion": self.preview.measures_motion(),
+                              "annotated": self.annotated}}
 
     @contextlib.contextmanager
     def watching(self, camera: str) -> Iterator[None]:
         """A stream viewer of `camera` while inside."""
         self.preview.watch(camera)
-        with self._viewers_lock:
-            self.viewers += 1
         try:
             yield
         finally:
-            with self._viewers_lock:
-                self.viewers -= 1
             self.preview.unwatch(camera)
 
     def seen(self, camera: str, picture: Picture) -> None:

@@ -200,3 +200,80 @@ def test_recording_health_reads_the_same_in_the_report_the_summary_and_prometheu
     assert 'pipeline_recording_dropped_packets_total{camera="door"} 12.0' in text
     assert 'pipeline_recording_state{camera="door",file="door.rec.20261201T120000Z.mp4",state="recording"} 1.0' in text
     assert 'camera="plain"' not in text.split("pipeline_recording_bytes_total")[1].split("# HELP")[0]
+
+
+class Clock:
+    """A monotonic clock the test moves on by hand."""
+
+    def __init__(self, t: float = 1000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def stream(self, m: Metrics, camera: str, seconds: float, fps: float, latency_s: float) -> None:
+        """`camera` sends `fps` frames a second for `seconds`, each `latency_s` old when out."""
+        for _ in range(round(seconds * fps)):
+            self.t += 1 / fps
+            m.frame_out(camera, latency_s)
+
+
+def test_recent_fps_is_zero_during_an_outage_and_back_after_it_while_the_run_average_lags():
+    """A 30 fps camera down for 19 s: the lifetime average read 13.6 fps after it (and 27
+    fps beside "reconnecting" during it); the recent rate (last 10 s) reads 0 during the
+    outage and 30 ten seconds after it, and the periodic line shows it, labelled."""
+    from pipeline.metrics.report import progress_line
+
+    clock = Clock()
+    m = Metrics(clock=clock)
+    clock.stream(m, "door", 15, 30, 0.04)
+    streaming = m.snapshot().cameras["door"]
+    assert streaming.recent.fps == pytest.approx(30, rel=0.05) and streaming.recent.window_s == 10
+    clock.t += 19
+    down = m.snapshot()
+    assert down.cameras["door"].recent.fps == 0 and down.recent.fps == 0
+    assert down.cameras["door"].fps == pytest.approx(30, rel=0.05)  # the run's average, first to last frame
+    assert "last 10s: 0.0 fps total" in progress_line(down) and "door: 450f 0.0fps" in progress_line(down)
+    clock.stream(m, "door", 10, 30, 0.04)
+    back = m.snapshot().cameras["door"]
+    assert back.recent.fps == pytest.approx(30, rel=0.05)
+    assert back.fps < 20  # the run's average holds the outage
+
+
+def test_recent_p99_forgets_a_slow_start_that_the_runs_p99_keeps():
+    """The header's P99 was the run's: a second-long start-up stall read 1061 ms for ever."""
+    clock = Clock()
+    m = Metrics(clock=clock)
+    clock.stream(m, "a", 2, 10, 1.0)  # start-up: every frame a second late
+    for _ in range(120):  # then both cameras at 10 fps for 12 s
+        clock.t += 0.1
+        m.frame_out("a", 0.05)
+        m.frame_out("b", 0.02)
+    snap = m.snapshot()
+    assert snap.latency.p99_ms == pytest.approx(1000, rel=0.06)
+    assert snap.recent.latency.p99_ms == pytest.approx(50, rel=0.06)
+    assert snap.cameras["b"].recent.latency.p99_ms == pytest.approx(20, rel=0.06)
+    assert snap.recent.fps == pytest.approx(20, rel=0.05)
+    assert snap.to_dict()["cameras"]["a"]["recent"]["latency"]["p99_ms"] == snap.cameras["a"].recent.latency.p99_ms
+
+
+def test_downtime_grows_while_the_camera_stays_down():
+    """`downtime_s` froze at the figure of the first failed retry while the outage went on."""
+    from pipeline.config import ReconnectConfig
+    from pipeline.sources.health import CameraHealth
+    from pipeline.sources.reconnect import Reconnect
+
+    clock = Clock()
+    m = Metrics(clock=clock)
+    reconnect = Reconnect(ReconnectConfig(initial_s=30, max_s=30, give_up_s=0), clock=clock, jitter=lambda: 1.0)
+    health = CameraHealth("door", m)
+    health.streamed(reconnect)
+    clock.t += 2
+    health.lost(reconnect, "connection refused")  # the next try is 30 s away
+    assert m.snapshot().cameras["door"].downtime_s == pytest.approx(2)
+    clock.t += 10
+    assert m.snapshot().cameras["door"].downtime_s == pytest.approx(12)
+    clock.t += 5
+    health.streamed(reconnect)
+    clock.t += 5
+    assert m.snapshot().cameras["door"].downtime_s == pytest.approx(17)  # back: it stops growing

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import ROOT
 from pipeline.drawing import class_color
-from web_support import browser, get, live_config, running  # noqa: F401  (a fixture)
+from web_support import browser, get, live_config, running, wait_for  # noqa: F401  (a fixture)
 
 
 def video_of(shot: np.ndarray, rect: dict) -> np.ndarray:
@@ -120,3 +122,102 @@ def test_a_token_guards_the_page_the_api_and_the_video(model_path, sample_path, 
 def test_the_server_listens_on_this_machine_only_by_default(model_path, sample_path, running):
     p = running(live_config(model_path, sample_path))
     assert p.side.web._httpd.server_address[0] == "127.0.0.1"
+
+
+def tile_text(d, camera: str, selector: str) -> str:
+    return d.execute_script("const e = document.querySelector(`.tile[data-camera='${arguments[0]}'] ${arguments[1]}`);"
+                            "return e && !e.closest('[hidden]') ? e.textContent : null", camera, selector)
+
+
+# the P99 chart's label band (its top 16 rows): pixels of the chart's line colour in it
+LINE_IN_LABEL = """
+const c = document.querySelector(`.tile[data-camera='${arguments[0]}'] canvas.chart`);
+const px = c.getContext("2d").getImageData(0, 0, c.width, 16).data;
+let n = 0;
+for (let i = 0; i < px.length; i += 4) if (px[i + 3] > 128 && px[i + 2] > 200 && px[i] < 120) n++;
+return n;
+"""
+
+
+@pytest.mark.rtsp
+def test_an_outage_shows_zero_recent_fps_growing_downtime_and_the_last_pictures_time(model_path, sample_path,
+                                                                                     running, tmp_path):
+    """An RTSP camera whose server is killed while the page watches it and a file camera:
+    the tile says `reconnecting`, its recent fps (last 10 s) falls to 0 (a lifetime average
+    read 27 fps beside "reconnecting"), the grey frozen picture says when it was taken,
+    `downtime_s` grows while it lasts (it froze), and the other camera goes on. The page's
+    tiles count as viewers (`live_view.viewers` read 0). `PIPELINE_SCREENSHOTS=docs` writes
+    the page during the outage to `docs/live_outage.png`."""
+    import cv2
+
+    sys.path.insert(0, str(ROOT / "tests" / "sources"))  # the RTSP test server of the live-camera tests
+    from test_rtsp import _MISSING, RtspServer
+    if _MISSING:
+        pytest.skip(_MISSING)
+    server = RtspServer("--pattern", "ball", "--size", "320x240", "--fps", "10").start()
+    cfg = live_config(model_path, sample_path)
+    cfg["sources"] = [{"id": "door", "uri": server.url, "open_timeout_s": 1, "read_timeout_s": 1,
+                       "reconnect": {"initial_s": 0.5, "max_s": 1, "give_up_s": 0}}, cfg["sources"][1]]
+    cfg["graph"] = [{"detect": {"model": "det"}}, "annotate"]
+    cfg["outputs"].update(video={"enabled": False}, jsonl={"enabled": False})
+    p = running(cfg)
+    api = f"http://127.0.0.1:{p.side.web.port}/api/cameras"
+    d = browser()
+    try:
+        d.get(f"http://127.0.0.1:{p.side.web.port}/")
+        assert wait_for(lambda: tile_text(d, "door", ".state") == "streaming"
+                        and d.execute_script("return document.querySelector(\".tile[data-camera='door'] img.video\")"
+                                             ".naturalWidth") > 0, 60)
+        live = wait_for(lambda: (v := json.loads(get(api)[1])["live_view"])["viewers"] == 2 and v, 10)
+        streaming_fps = float(tile_text(d, "door", ".fps"))
+        server.kill()
+        killed = time.time()
+        assert wait_for(lambda: tile_text(d, "door", ".state") == "reconnecting", 20)
+        assert wait_for(lambda: tile_text(d, "door", ".fps") == "0.0", 20)  # 10 s after the last frame
+        outage = tile_text(d, "door", ".outage")
+        shown_at = float(d.execute_script("return document.querySelector(\".tile[data-camera='door']\")"
+                                          ".dataset.captured"))
+        said = d.execute_script("return new Date(arguments[0] * 1000).toLocaleTimeString()", shown_at)
+        first = json.loads(get(api)[1])
+        time.sleep(2)
+        second = json.loads(get(api)[1])
+        street = (tile_text(d, "street", ".state"), float(tile_text(d, "street", ".fps")), tile_text(d, "street", ".outage"))
+        header, window = d.find_element("id", "total").text, tile_text(d, "door", ".window")
+        line_in_label = d.execute_script(LINE_IN_LABEL, "street")
+        shot = cv2.imdecode(np.frombuffer(d.get_screenshot_as_png(), np.uint8), cv2.IMREAD_COLOR)
+        cv2.imwrite(str(tmp_path / "live_outage.png"), shot)
+        if os.environ.get("PIPELINE_SCREENSHOTS"):
+            folder = Path(os.environ["PIPELINE_SCREENSHOTS"])
+            folder.mkdir(parents=True, exist_ok=True)
+            cv2.imwrite(str(folder / "live_outage.png"), shot)
+    finally:
+        d.quit()
+        server.kill()
+    assert live and live["viewers"] == 2 and live["watched"] == 2  # the page's two tiles
+    assert streaming_fps > 0 and window == "last 10 s:" and header.startswith("last 10 s: ")
+    assert outage == f"reconnecting: last picture at {said}"
+    assert killed - 5 < shown_at < killed + 1  # the picture it names is the last before the outage
+    door = second["cameras"]["door"]
+    assert door["recent"]["fps"] == 0 and door["fps"] > 0  # now 0; the run's average keeps its frames
+    assert door["downtime_s"] >= first["cameras"]["door"]["downtime_s"] + 1.5  # it grows while down
+    assert street[0] == "streaming" and street[1] > 0 and street[2] is None  # the other camera goes on
+    assert line_in_label == 0  # the chart's line stays below its label
+
+
+def test_a_graph_without_annotate_says_its_pictures_have_no_boxes(model_path, sample_path, running):
+    """Bare tiles with no word: the page says there is no annotate stage; with one, it says nothing."""
+    from selenium.webdriver.common.by import By
+
+    cfg = live_config(model_path, sample_path)
+    cfg["graph"] = [{"detect": {"model": "det"}}]
+    cfg["outputs"].update(video={"enabled": False}, jsonl={"enabled": False})
+    p = running(cfg)
+    assert json.loads(get(f"http://127.0.0.1:{p.side.web.port}/api/cameras")[1])["live_view"]["annotated"] is False
+    d = browser()
+    try:
+        d.get(f"http://127.0.0.1:{p.side.web.port}/")
+        notes = wait_for(lambda: [n.text for n in d.find_elements(By.CSS_SELECTOR, ".tile .no-boxes") if n.is_displayed()]
+                         if len(d.find_elements(By.CSS_SELECTOR, ".tile")) == 2 else [], 30)
+    finally:
+        d.quit()
+    assert notes == ["no annotate stage: pictures without boxes"] * 2

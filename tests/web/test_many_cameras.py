@@ -4,6 +4,7 @@ froze (tiles 7+ black, the figures never refreshed). The tiles fetch stills inst
 request at a time, only while in view. Also /metrics with the event destinations."""
 from __future__ import annotations
 
+import json
 import time
 from fractions import Fraction
 
@@ -11,7 +12,7 @@ import av
 import pytest
 
 from conftest import detector_model
-from web_support import browser, get, running  # noqa: F401  (a fixture)
+from web_support import browser, get, running, wait_for  # noqa: F401  (a fixture)
 
 CAMERAS = 12
 
@@ -73,6 +74,9 @@ def test_twelve_cameras_all_show_pictures_and_the_figures_keep_updating(model_pa
                 break
             time.sleep(0.5)
         first = d.find_element("id", "total").text
+        api = f"http://127.0.0.1:{p.side.web.port}/api/cameras"
+        viewers = lambda: json.loads(get(api)[1])["live_view"]  # noqa: E731
+        watching = wait_for(lambda: viewers()["viewers"] == CAMERAS and viewers(), 10)
         time.sleep(3)
         second = d.find_element("id", "total").text
         seqs = d.execute_script("return [...document.querySelectorAll('img.video')].map((i) => i.src)")
@@ -86,6 +90,7 @@ def test_twelve_cameras_all_show_pictures_and_the_figures_keep_updating(model_pa
         served = {cam: h.count for cam, h in p.side.web.view_latency.items()}
         time.sleep(3)
         served = {cam: h.count - served[cam] for cam, h in p.side.web.view_latency.items()}
+        watching_fewer = viewers()
     finally:
         d.quit()
     assert sorted(shown) == [f"cam{i:02d}" for i in range(CAMERAS)]
@@ -94,6 +99,8 @@ def test_twelve_cameras_all_show_pictures_and_the_figures_keep_updating(model_pa
     assert "frames" in first and first != second  # the header kept refreshing
     assert all(a != b for a, b in zip(seqs, later))  # every tile's picture keeps changing
     assert 0 < len(visible) < CAMERAS
+    assert watching and watching["watched"] == CAMERAS  # the twelve tiles in view (it read 0)
+    assert watching_fewer["viewers"] == watching_fewer["watched"] == len(visible)  # the tiles out of view stopped
     assert all(served[cam] > 0 for cam in visible) and not any(served[cam] for cam in set(served) - visible)
 
 

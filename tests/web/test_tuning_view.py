@@ -44,10 +44,14 @@ def test_the_api_gives_a_cameras_motion_mask_and_the_detectors_reason(model_path
     assert all(not (b[2] <= 384 and b[3] <= 288) for b in view["boxes"])  # nothing wholly under the mask
     assert view["reason"] in ("first", "motion", "refresh", "still")
     assert get(f"http://127.0.0.1:{port}/api/motion/street")[0] == 404  # it measures no motion
+    assert json.loads(get(f"http://127.0.0.1:{port}/api/cameras")[1])["live_view"]["motion"] == ["campus"]
     assert get(f"http://127.0.0.1:{port}/api/motion/nope")[0] == 404
 
 
-def test_ticking_motion_draws_the_boxes_and_the_mask_over_the_picture(model_path, sample_path, running, tmp_path):
+def test_ticking_motion_draws_the_boxes_and_the_mask_and_only_a_camera_measuring_motion_offers_it(
+        model_path, sample_path, running, tmp_path):
+    """A camera that measures no motion has no `motion` switch (it drew a huge clipped
+    "no motion measured" over its picture and polled a 404 every second)."""
     import cv2
     from selenium.webdriver.common.by import By
 
@@ -62,6 +66,8 @@ def test_ticking_motion_draws_the_boxes_and_the_mask_over_the_picture(model_path
             time.sleep(0.2)
         tile = d.find_element(By.CSS_SELECTOR, '.tile[data-camera="campus"]')
         time.sleep(1.0)
+        offered = {t.get_attribute("data-camera"): t.find_element(By.CSS_SELECTOR, ".tuning").is_displayed()
+                   for t in d.find_elements(By.CSS_SELECTOR, ".tile")}
         before = picture_of(d, tile)
         tile.find_element(By.CSS_SELECTOR, ".show-motion").click()
         time.sleep(2.0)  # a few polls of the view
@@ -69,6 +75,7 @@ def test_ticking_motion_draws_the_boxes_and_the_mask_over_the_picture(model_path
         cv2.imwrite(str(tmp_path / "tuning_view.png"), after)
     finally:
         d.quit()
+    assert offered == {"campus": True, "street": False}
     assert magenta(after) > 50 > magenta(before)  # the motion boxes
     # the mask's grey veil over the top-left quarter (a still building): flatter than without it
     h, w = after.shape[:2]
