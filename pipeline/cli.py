@@ -1,9 +1,10 @@
-"""`pipeline run | validate | cluster | models | bench` (also `python -m pipeline`).
+"""`pipeline run | status | validate | cluster | models | bench` (also `python -m pipeline`).
 
 Exit status (`pipeline.runloop`): 0 done, 1 a run whose cameras all failed, whose
 outputs could not all be written or that lost an event, 2 bad configuration, model or
 output, or a start-up failure (every problem listed on its own `error:` line, nothing
-started), 130 interrupted by a signal (outputs finalised).
+started), 130 interrupted by Ctrl-C (outputs finalised). A `run` stopped by SIGTERM (a
+service manager) ends as a finished run does: 0 when everything was written.
 
 Only the standard library and the exit codes are imported at module level: a
 Ctrl-C while the heavy libraries load or models open ends the command at once, quietly,
@@ -12,12 +13,14 @@ with status 130.
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import logging
 import os
 import signal
 import sys
 
-from pipeline.errors import BAD_INPUT, INTERRUPTED
+from pipeline.errors import BAD_INPUT, DONE, FAILED, INTERRUPTED
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -30,10 +33,10 @@ def _setup_logging(verbose: bool) -> None:
         handler.addFilter(RedactingFilter())
 
 
-def _quit_on_signal(signum: int, _frame) -> None:
+def _quit_on_signal(signum: int, _frame, status: int = INTERRUPTED) -> None:
     """Before any camera starts nothing needs finalising: leave now, quietly."""
     print(f"\n{signal.Signals(signum).name}: stopped before starting", file=sys.stderr)
-    os._exit(INTERRUPTED)
+    os._exit(status)
 
 
 def _problems(problems: list[str], status: int = BAD_INPUT) -> int:
@@ -107,9 +110,22 @@ def cmd_run(args: argparse.Namespace) -> int:
                              log_interval_s=config.metrics.log_interval_s,
                              prometheus_port=None if args.cluster else config.metrics.prometheus_port)
         with OutputLock(config.outputs.dir):
-            return run(_runner(args, config, checked), options)
+            runner = _runner(args, config, checked)
+            if not args.cluster:
+                options.reload = _reloader(args, runner, cameras)
+            return run(runner, options)
     except PipelineError as e:
         return _failed(e)
+
+
+def _reloader(args: argparse.Namespace, pipeline, cameras: list[str] | None):
+    """What SIGHUP and `POST /api/reload` call: the config file read again as this run read it."""
+    from pipeline.preflight import read_for_run
+    from pipeline.reload import Reloader
+
+    reloader = Reloader(lambda: read_for_run(args.config, args.output, args.report, cameras), pipeline)
+    reloader.offer_over_http()
+    return reloader
 
 
 def _runner(args: argparse.Namespace, config, checked):
@@ -122,6 +138,47 @@ def _runner(args: argparse.Namespace, config, checked):
     from pipeline.graph import Pipeline
 
     return Pipeline(config, max_frames=args.max_frames, models=checked.models)
+
+
+def _status_url(args: argparse.Namespace) -> tuple[str, str | None]:
+    """Where the run's web server is and its token: `--url` (and `--token`), or `--config`'s
+    `outputs.web`; ValueError with one line."""
+    from pipeline import status_view
+
+    if args.url:
+        return status_view.parse_url(args.url), args.token
+    from pathlib import Path
+
+    from pipeline.config import ConfigError, load_yaml, read_config
+
+    try:
+        config, _ = read_config(load_yaml(args.config), Path(args.config).resolve().parent)
+    except ConfigError as e:
+        raise ValueError(e.problems[0]) from None
+    web = config.outputs.web
+    if web is None or not web.port:
+        raise ValueError(f"{args.config}: outputs.web.port is not set: the run serves no status (give --url)")
+    return status_view.url_of_web(web.host, web.port), args.token or web.token
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """A running pipeline's cameras, from its web API: exit 0, 1 when nothing usable answers."""
+    from pipeline import status_view
+
+    if bool(args.url) == bool(args.config):
+        return _problems(["status: give --url http://HOST:PORT or --config (the run's config, for outputs.web)"])
+    if args.timeout <= 0:
+        return _problems([f"--timeout: must be > 0 seconds, got {args.timeout:g}"])
+    try:
+        url, token = _status_url(args)
+    except ValueError as e:
+        return _problems([str(e)])
+    try:
+        status = status_view.read_status(url, status_view.fetch(url, token, args.timeout))
+    except status_view.StatusError as e:
+        return _problems([str(e)], FAILED)
+    print(json.dumps(status.to_dict(), indent=2) if args.json else status_view.render(status))
+    return DONE
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:
@@ -219,6 +276,17 @@ def _add_run(sub) -> None:
     run.set_defaults(func=cmd_run)
 
 
+def _add_status(sub) -> None:
+    status = sub.add_parser("status", help="the cameras of a running pipeline, from its web port (outputs.web)")
+    status.add_argument("--url", help="the run's web server, e.g. http://127.0.0.1:8080")
+    status.add_argument("--config", help="or the run's config: its outputs.web host, port and token")
+    status.add_argument("--token", default=os.environ.get("PIPELINE_TOKEN"),
+                        help="the web token (default: $PIPELINE_TOKEN, else outputs.web.token of --config)")
+    status.add_argument("--json", action="store_true", help="the same figures as JSON, for scripts")
+    status.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS", help="wait this long for an answer")
+    status.set_defaults(func=cmd_status)
+
+
 def _add_cluster(sub) -> None:
     cluster = sub.add_parser("cluster", help="add, remove or show cameras of a running `run --cluster`")
     cluster.add_argument("action", choices=["add", "remove", "status"])
@@ -285,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run(sub)
+    _add_status(sub)
     _add_cluster(sub)
     val = sub.add_parser("validate", help="check a config without running it")
     val.add_argument("--config", required=True)
@@ -331,7 +400,10 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(s, _quit_on_signal)
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose)
-    if args.command in ("models", "bench"):  # long work without outputs to finalise: clean up and stop
+    if args.command == "run":  # the run loop takes these over once the cameras start
+        signal.signal(signal.SIGTERM, functools.partial(_quit_on_signal, status=DONE))  # a service manager's stop
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a reload while starting: the config was just read
+    if args.command in ("models", "bench", "status"):  # nothing to finalise: clean up and stop
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:

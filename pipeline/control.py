@@ -1,6 +1,7 @@
 """Cameras added and removed while running, from a mapping written like a `sources[]`
 entry of the YAML: the one code path behind the HTTP API (`POST /api/cameras`, `DELETE
-/api/cameras/<id>`) and `pipeline cluster add|remove`.
+/api/cameras/<id>`) and `pipeline cluster add|remove`; and the reload of the config file
+(`POST /api/reload`), where the run has one to read (`reload.Reloader`).
 
 Mistakes are reported like `validate` reports them (`source.uri: file not found: ...`,
 every problem in one round, `ConfigError`); an id that is running is `CameraInUse`; an
@@ -8,13 +9,40 @@ id that is not, `UnknownCamera`.
 """
 from __future__ import annotations
 
+import logging
 import threading
-from dataclasses import replace
-from typing import Any, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Protocol
 
 from pipeline.config import Config, ConfigError, SourceConfig, output_path_problems, parse_source
 from pipeline.config.secrets import register_source
 from pipeline.errors import CameraInUse, UnknownCamera
+from pipeline.redact import redact
+
+log = logging.getLogger("pipeline.reload")
+
+
+@dataclass
+class Reloaded:
+    """One reload's outcome (`reload.Reloader`): what took effect, what waits for a restart
+    (YAML paths), and the new file's problems (then nothing changed)."""
+
+    applied: list[str] = field(default_factory=list)
+    restart: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def log(self) -> None:
+        for problem in self.problems:
+            log.error("reload: %s", redact(problem))
+        if self.problems:
+            log.error("reload refused: the config file has %d problem(s); nothing changed", len(self.problems))
+            return
+        for line in self.applied:
+            log.info("reload: %s", line)
+        for path in self.restart:
+            log.warning("reload: %s changed: needs a restart (not applied)", path)
+        if not self.applied and not self.restart:
+            log.info("reload: nothing changed")
 
 
 class Runs(Protocol):
@@ -35,6 +63,7 @@ class CameraControl:
     def __init__(self, runs: Runs, config: Config):
         self.runs = runs
         self.config = config
+        self.reload: Callable[[], Reloaded] | None = None  # set by a run that reads a config file (not --cluster)
         self._lock = threading.Lock()
 
     def add(self, data: Any, where: str = "source") -> SourceConfig:

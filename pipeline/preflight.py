@@ -180,13 +180,11 @@ def host_problems(config: Config) -> list[str]:
 Adjust = Callable[[Config], tuple[Config, list[str]]]  # a run's own demands on the config (`--cluster`)
 
 
-def check(config_path: str, output_dir: str | None = None, report: str | None = None, cameras: list[str] | None = None,
-          for_run: bool = True, adjust: Adjust | None = None, models: bool = True) -> Checked:
-    """Read the config at `config_path` with the command line's overrides and check
-    everything; for a run the output folders are created, for `validate` nothing is
-    written. `models`: open and check the models here (a cluster's hosts open their own)."""
-    data = load_yaml(config_path)
-    config, problems = read_config(data, Path(config_path).resolve().parent)
+def read_for_run(config_path: str, output_dir: str | None = None, report: str | None = None,
+                 cameras: list[str] | None = None) -> tuple[Config, list[str]]:
+    """The config at `config_path` as a run takes it, with the command line's overrides,
+    and its problems (a reload reads it again this way); broken YAML raises `ConfigError`."""
+    config, problems = read_config(load_yaml(config_path), Path(config_path).resolve().parent)
     if cameras:
         try:
             config = config.subset(cameras)
@@ -196,6 +194,15 @@ def check(config_path: str, output_dir: str | None = None, report: str | None = 
         config = config.with_output_dir(output_dir)
     if report:
         config = config.with_report(report)
+    return config, problems
+
+
+def check(config_path: str, output_dir: str | None = None, report: str | None = None, cameras: list[str] | None = None,
+          for_run: bool = True, adjust: Adjust | None = None, models: bool = True) -> Checked:
+    """Read the config at `config_path` with the command line's overrides and check
+    everything; for a run the output folders are created, for `validate` nothing is
+    written. `models`: open and check the models here (a cluster's hosts open their own)."""
+    config, problems = read_for_run(config_path, output_dir, report, cameras)
     if adjust is not None:
         config, found = adjust(config)
         problems += found

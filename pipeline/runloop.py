@@ -5,10 +5,14 @@ signals, the summary, the report and the exit status mean the same everywhere.
 Exit status: 0 done; 1 every camera failed, an output could not be written, or an event
 or an event's picture was lost; 2 bad configuration or a start-up failure
 (`StartupError`: a port in use, an output folder held by another run); 130 interrupted
-by a signal (outputs finalised).
-Signals: the first stops the cameras and drains what is under way; the second aborts
-(queued work discarded, files finalised at once); once the files are final, signals are
-ignored.
+by Ctrl-C (SIGINT) or aborted by a second signal (outputs finalised). A stop asked for by
+SIGTERM is how a service manager ends a run: once drained it ends as a run that reached
+its end would (0 when everything was written), as systemd expects.
+Signals: the first SIGINT or SIGTERM stops the cameras and drains what is under way; the
+second aborts (queued work discarded, files finalised at once); once the files are final,
+they are ignored. SIGHUP reads the config file again (`RunOptions.reload`): lines, zones
+and masks change while running; it is handled between progress checks, never inside the
+handler.
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol
 
 from pipeline.errors import DONE, FAILED, INTERRUPTED, StartupError
 from pipeline.metrics.report import progress_line, summary_table
@@ -56,10 +60,12 @@ class RunOptions:
     progress: bool = False               # a progress line that rewrites itself (a terminal)
     log_interval_s: float = 10.0         # else a progress log line this often
     prometheus_port: int | None = None   # serve the snapshot as Prometheus metrics while running
+    reload: Callable[[], object] | None = None  # on SIGHUP: read the config again and apply what can change live
 
 
 def exit_status(snap: Snapshot, outputs_failed: dict[str, str], interrupted: bool) -> int:
-    """The run's exit status (see the module's docstring): the one place it is decided."""
+    """The run's exit status (see the module's docstring): the one place it is decided.
+    `interrupted`: stopped by Ctrl-C or aborted (a SIGTERM's drain is not)."""
     if interrupted:
         return INTERRUPTED
     cams = snap.cameras.values()
@@ -108,21 +114,27 @@ class OutputLock:
 
 
 class Signals:
-    """SIGINT / SIGTERM while running: the first drains, the second aborts."""
+    """SIGINT / SIGTERM while running: the first drains, the second aborts; SIGHUP asks
+    for a reload (`reload_asked`, taken by `watch`)."""
 
     def __init__(self, runner: Runner):
         self.runner = runner
         self.count = 0
+        self.interrupted = False  # a Ctrl-C, or a second signal: the run did not end as asked
+        self.reload_asked = threading.Event()
         self.installed = False
 
     def __enter__(self) -> "Signals":
         self.installed = threading.current_thread() is threading.main_thread()  # Python's rule for handlers
         for s in (signal.SIGINT, signal.SIGTERM) if self.installed else ():
             signal.signal(s, self._on_signal)
+        if self.installed:
+            signal.signal(signal.SIGHUP, lambda _signum, _frame: self.reload_asked.set())
         return self
 
     def _on_signal(self, signum: int, _frame) -> None:
         self.count += 1
+        self.interrupted = self.interrupted or signum == signal.SIGINT or self.count > 1
         name = signal.Signals(signum).name
         if self.count == 1:
             log.warning("%s: stopping the cameras and draining (again to abort faster)", name)
@@ -132,15 +144,27 @@ class Signals:
             self.runner.stop(abort=True)
 
     def __exit__(self, *_exc) -> None:
-        for s in (signal.SIGINT, signal.SIGTERM) if self.installed else ():  # the files are final: a late signal changes nothing now
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if self.installed else ():  # the files are final: a late signal changes nothing now
             signal.signal(s, signal.SIG_IGN)
 
 
-def watch(runner: Runner, options: RunOptions) -> None:
-    """Until every camera is done: the progress line (terminal) or a periodic log line."""
+def reload_now(options: RunOptions) -> None:
+    """A SIGHUP's reload, in the run loop's thread; it logs its own outcome."""
+    if options.reload is None:
+        log.warning("SIGHUP: this run cannot reload its config (a --cluster run): restart it to apply changes")
+        return
+    options.reload()
+
+
+def watch(runner: Runner, options: RunOptions, reload_asked: threading.Event | None = None) -> None:
+    """Until every camera is done: the progress line (terminal) or a periodic log line,
+    and the reloads a SIGHUP asked for."""
     last_log = time.monotonic()
     try:
         while not runner.wait(0.5):
+            if reload_asked is not None and reload_asked.is_set():
+                reload_asked.clear()
+                reload_now(options)
             snap = runner.snapshot().redacted()
             if options.progress:
                 print("\r\x1b[2K" + progress_line(snap)[:200], end="", file=sys.stderr, flush=True)
@@ -177,7 +201,7 @@ def run(runner: Runner, options: RunOptions) -> int:
     with Signals(runner) as signals:
         try:
             runner.start()
-            watch(runner, options)
+            watch(runner, options, signals.reload_asked)
         finally:
             runner.close(timeout=5.0 if signals.count > 1 else 30.0)
     if exporter is not None:
@@ -186,4 +210,4 @@ def run(runner: Runner, options: RunOptions) -> int:
     print(summary_table(snap))
     if options.report:
         write_report(options.report, snap)
-    return exit_status(snap, runner.outputs_failed, signals.count > 0)
+    return exit_status(snap, runner.outputs_failed, signals.interrupted)

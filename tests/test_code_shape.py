@@ -25,7 +25,7 @@ FLOORS = [
     ["web"],
     ["side_outputs"],
     ["graph", "preflight"],
-    ["runloop"],
+    ["runloop", "reload", "status_view"],
     ["modelfile", "bench", "cluster"],
     ["cli", "__main__"],
 ]

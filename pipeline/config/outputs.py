@@ -165,7 +165,8 @@ class WebConfig:
     quality: int = option(70, check=within(10, 100), doc="JPEG quality of the live view")
     width: int = option(640, check=positive, doc="live view frames are scaled down to at most this width")
     control: bool = option(False, doc="add and remove cameras over HTTP (`POST /api/cameras`, "
-                                      "`DELETE /api/cameras/<id>`); needs `token`")
+                                      "`DELETE /api/cameras/<id>`) and reload the config (`POST /api/reload`); "
+                                      "needs `token`")
 
     def finish(self, r: Reader, path: str) -> None:
         """Whoever reaches the port could start reading any URL or file as a camera: never without a token."""

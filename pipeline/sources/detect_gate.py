@@ -62,6 +62,18 @@ class DetectGate:
         self._size: tuple[int, int] | None = None
         self._at_border = _NONE  # the motion of the rate's last frame, where it touched a border
 
+    def watch(self, borders: Borders) -> bool:
+        """New lines and zone edges (a reload), watched from the next frame. False when
+        they cannot be: whether the camera reads its tracks is set when it starts, and
+        borders need them read, while a gate without motion reads them only for borders."""
+        if not self.rate.at_borders:
+            return True  # no rate to hold: every frame is seen anyway
+        reads = self.feedback is not None
+        if (borders and not reads) or (not borders and reads and not self.rate.motion):
+            return False
+        self.borders, self._watched, self._size = borders, borders, None
+        return True
+
     def handed(self, seq: int, t: float) -> None:
         """Frame `seq` (at `t`) went on to the graph: its tracker will publish on it."""
         if self.feedback is not None:

@@ -21,6 +21,7 @@ the average is taken afresh instead.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import av
 import cv2
@@ -97,6 +98,11 @@ class MotionDetector:
             cv2.fillPoly(keep, [points], 0)
         self._keep, self._kept = keep, max(1, cv2.countNonZero(keep))
         self._background = None
+
+    def set_mask(self, mask: list[list[tuple[float, float]]]) -> None:
+        """A new mask (a reload): from the next picture on, with a fresh background."""
+        self.config = replace(self.config, mask=mask)
+        self._frame = None
 
     @property
     def mask(self) -> np.ndarray | None:

@@ -14,6 +14,13 @@ changed sides went through the segment itself, not past its ends. A track is fir
 where its first detection was (`Detections.origin`): the tracker confirms an object only
 after a few detections, and a crossing made during them counts.
 
+Lines and zones can be replaced while running (`update`, a reload of the config): each
+camera takes its new ones on its next frame, in the thread that runs the stage. A line or
+zone whose spec did not change goes on as it was; a line moved or re-classed under its
+name keeps its counts (the sides of the tracks start afresh); a changed zone starts empty
+(who is inside the new polygon enters it). The run's counts (metrics, report, JSON lines
+already written) are never touched.
+
 Results travel with the frame: events (JSON lines), and the counts as they stand after
 this frame (`Frame.lines`, `Frame.zones`), which the annotate stage draws: whatever
 thread draws the frame, it shows this frame's numbers.
@@ -22,12 +29,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable, TypeVar
 
 import cv2
 import numpy as np
 
-from pipeline.config.stages import AnalyticsSpec, LineSpec, ZoneSpec
+from pipeline.config.stages import AnalyticsSpec, CameraAnalyticsSpec, LineSpec, ZoneSpec
 from pipeline.frames import ClassNames, EndOfStream, Event, Frame, Item, LineCount, ZoneCount
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.stage import InlineStage
@@ -146,6 +153,26 @@ class Zone(Geometry):
         self.stationary.discard(track)
 
 
+G = TypeVar("G", Line, Zone)
+
+
+def _carried(old: list[G], specs: list, make: Callable[..., G]) -> list[G]:
+    """The lines or zones of `specs`, going on from `old` by name: an unchanged one as it
+    is, a changed line with its counts, anything else new."""
+    by_name = {g.spec.name: g for g in old}
+    made: list[G] = []
+    for spec in specs:
+        before = by_name.get(spec.name)
+        if before is not None and before.spec == spec:
+            made.append(before)
+            continue
+        g = make(spec)
+        if isinstance(g, Line) and isinstance(before, Line):
+            g.counts = before.counts
+        made.append(g)
+    return made
+
+
 @dataclass
 class CameraAnalytics:
     """One camera's lines and zones, and where each track was last seen.
@@ -157,6 +184,7 @@ class CameraAnalytics:
     still holds, which then re-enters its zone without an exit.
     """
 
+    spec: CameraAnalyticsSpec  # what its lines and zones were made from
     lines: list[Line]
     zones: list[Zone]
     updates: int = 0
@@ -175,12 +203,25 @@ class AnalyticsStage(InlineStage):
     def from_spec(cls, spec: AnalyticsSpec, ctx: BuildContext) -> "AnalyticsStage":
         return cls(spec, ctx.detector_names, ctx.metrics)
 
+    def update(self, spec: AnalyticsSpec) -> None:
+        """New lines and zones (a reload): each camera takes them on its next frame."""
+        self.spec = spec
+
     def _camera(self, camera: str) -> CameraAnalytics | None:
-        """The camera's lines and zones; a camera that ended and is added again starts afresh."""
+        """The camera's lines and zones; a camera that ended and is added again starts
+        afresh, one whose spec was replaced (`update`) takes the new one."""
         cam = self.cameras.get(camera)
-        if cam is None and camera in self.spec.cameras:
-            c = self.spec.cameras[camera]
-            cam = self.cameras[camera] = CameraAnalytics([Line(s) for s in c.lines], [Zone(s) for s in c.zones])
+        wanted = self.spec.cameras.get(camera)
+        if wanted is None:
+            self.cameras.pop(camera, None)
+            return None
+        if cam is None:
+            cam = self.cameras[camera] = CameraAnalytics(wanted, [Line(s) for s in wanted.lines],
+                                                         [Zone(s) for s in wanted.zones])
+        elif cam.spec is not wanted:
+            cam.spec = wanted
+            cam.lines = _carried(cam.lines, wanted.lines, Line)
+            cam.zones = _carried(cam.zones, wanted.zones, Zone)
         return cam
 
     def process(self, frame: Frame) -> Iterable[Item]:
@@ -194,10 +235,9 @@ class AnalyticsStage(InlineStage):
                        for ln in cam.lines]
         frame.zones = [ZoneCount(z.spec.name, z.polygon, len(z.inside), len(z.stationary),
                                  dict(Counter(z.inside.values()))) for z in cam.zones]
-        if frame.zones:
-            stats = self.metrics.camera(frame.camera)
-            stats.occupancy = {z.name: z.inside for z in frame.zones}
-            stats.stationary = {z.name: z.stationary for z in frame.zones}
+        stats = self.metrics.camera(frame.camera)  # set even with no zones: a reload may have taken them away
+        stats.occupancy = {z.name: z.inside for z in frame.zones}
+        stats.stationary = {z.name: z.stationary for z in frame.zones}
         return (frame,)
 
     def _observe(self, cam: CameraAnalytics, frame: Frame) -> None:

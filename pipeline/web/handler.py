@@ -1,7 +1,7 @@
 """One connection to the live view: its requests, routed to the page, the API, the
 metrics, a camera's stills or its MJPEG stream, its motion for the tuning view, the
 events and their evidence files, the recordings and their boxes, and (with
-`outputs.web.control`) cameras added and removed.
+`outputs.web.control`) cameras added and removed and the config reloaded.
 
 A client that goes away mid-reply ends its connection with one debug line; an idle
 connection is closed after the server's idle timeout (the socket timeout, which also
@@ -19,7 +19,7 @@ from prometheus_client import generate_latest
 from pipeline.errors import one_line
 from pipeline.redact import redact_data
 from pipeline.sinks.preview import Picture
-from pipeline.web import camera_api, evidence, recordings, tuning
+from pipeline.web import camera_api, evidence, recordings, reload_api, tuning
 from pipeline.web.admission import AdmittedHandler
 from pipeline.web.auth import is_token, set_cookie
 
@@ -111,7 +111,7 @@ class Handler(AdmittedHandler):
         self.close_connection = True  # a body left unread is never taken for the next request
         request = self.guard()
         if request is not None:
-            camera_api.post(self, request[0])
+            (reload_api.post if request[0] == reload_api.PATH else camera_api.post)(self, request[0])
 
     def do_DELETE(self) -> None:  # noqa: N802
         self.close_connection = True
