@@ -69,6 +69,14 @@ class CameraStats:
         `since` (None: it streams, or it is done), which grows in every snapshot."""
         self.downtime_s, self.down_since = ended_s, since
 
+    def out(self, now: float, latency_s: float) -> None:
+        """A frame left the graph at `now` (its latency histogram is recorded outside the lock)."""
+        self.processed += 1
+        if self.first_out is None:
+            self.first_out = now
+        self.last_out = now
+        self.recent.record(now, latency_s)
+
     def downtime(self, now: float) -> float:
         return self.downtime_s + (now - self.down_since if self.down_since is not None else 0.0)
 
@@ -167,8 +175,7 @@ def thread_count() -> int:
 
 class Metrics:
     def __init__(self, timeline: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
-        """`clock`: the monotonic clock that times frames out and the recent figures."""
-        self.clock = clock
+        self.clock = clock  # monotonic: times the frames out, the run and the recent figures
         self.started = clock()
         self.timeline: list[tuple[float, float]] | None = [] if timeline else None
         self._lock = threading.RLock()  # counters update under it and may create their camera
@@ -256,11 +263,7 @@ class Metrics:
         stats = self.camera(cam)
         now = self.clock()
         with self._lock:
-            stats.processed += 1
-            if stats.first_out is None:
-                stats.first_out = now
-            stats.last_out = now
-            stats.recent.record(now, latency_s)
+            stats.out(now, latency_s)
             if self.timeline is not None:
                 self.timeline.append((time.perf_counter(), latency_s))
         stats.latency.record(latency_s)
@@ -304,17 +307,15 @@ class Metrics:
         now = self.clock()
         with self._lock:  # each camera's counters as one moment (they change under this lock)
             cameras = {cam: c.snapshot(now) for cam, c in list(self.cameras.items())}
-            windows = [c.recent for c in self.cameras.values()]
             stages, engines, queues = list(self.stages.items()), list(self.engines.items()), list(self.queues.items())
             reached, retention = list(self.reached.items()), list(self.retention.items())
         elapsed = (self.finished or now) - self.started
         processed = sum(c.processed for c in cameras.values())
         return Snapshot(
             elapsed_s=round(elapsed, 3), throughput_fps=round(processed / elapsed, 2) if elapsed > 0 else 0.0,
-            processed=processed, latency=Latency.of(self.total_latency()),
-            recent=recent_of(windows, now), cpu_percent=round(self.cpu_percent, 1),
-            threads=thread_count(), max_threads=self.max_threads,
-            cameras=cameras,
+            processed=processed, latency=Latency.of(self.total_latency()), cameras=cameras,
+            recent=recent_of([c.recent for c in list(self.cameras.values())], now),
+            cpu_percent=round(self.cpu_percent, 1), threads=thread_count(), max_threads=self.max_threads,
             reached_after={k: Latency.of(h) for k, h in sorted(reached, key=lambda kv: kv[1].total / max(1, kv[1].count))},
             stages={k: v.snapshot(elapsed) for k, v in stages},
             engines={k: v.snapshot() for k, v in engines},

@@ -181,7 +181,8 @@ def test_an_outage_shows_zero_recent_fps_growing_downtime_and_the_last_pictures_
         first = json.loads(get(api)[1])
         time.sleep(2)
         second = json.loads(get(api)[1])
-        street = (tile_text(d, "street", ".state"), float(tile_text(d, "street", ".fps")), tile_text(d, "street", ".outage"))
+        street = tile_text(d, "street", ".state"), float(tile_text(d, "street", ".fps")), \
+            tile_text(d, "street", ".outage")
         header, window = d.find_element("id", "total").text, tile_text(d, "door", ".window")
         line_in_label = d.execute_script(LINE_IN_LABEL, "street")
         shot = cv2.imdecode(np.frombuffer(d.get_screenshot_as_png(), np.uint8), cv2.IMREAD_COLOR)
@@ -216,8 +217,10 @@ def test_a_graph_without_annotate_says_its_pictures_have_no_boxes(model_path, sa
     d = browser()
     try:
         d.get(f"http://127.0.0.1:{p.side.web.port}/")
-        notes = wait_for(lambda: [n.text for n in d.find_elements(By.CSS_SELECTOR, ".tile .no-boxes") if n.is_displayed()]
-                         if len(d.find_elements(By.CSS_SELECTOR, ".tile")) == 2 else [], 30)
+        tiles = lambda: d.find_elements(By.CSS_SELECTOR, ".tile")  # noqa: E731
+        notes = wait_for(lambda: len(tiles()) == 2 and [n.text for t in tiles()
+                                                        for n in t.find_elements(By.CSS_SELECTOR, ".no-boxes")
+                                                        if n.is_displayed()], 30)
     finally:
         d.quit()
     assert notes == ["no annotate stage: pictures without boxes"] * 2
