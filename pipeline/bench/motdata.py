@@ -2,10 +2,14 @@
 
 The tracker is judged on real people's paths (MOTChallenge `gt.txt`: frame, id, left,
 top, width, height, consider-flag, ...) turned into the detections a real detector gives:
-boxes missed (one by one, or in runs while a person is hidden), jittered, false positives
-that flicker in place (background that looks like a person, or a part of one), and, at
-the hard level, weak scores on people partly hidden behind someone nearer the camera.
-The same seed gives the same detections, so every tracker sees the same noise.
+boxes missed (one by one, or in runs while a person is hidden), jittered, false positives,
+and, at the hard level, weak scores on people partly hidden behind someone nearer the
+camera. Two families of that noise (`FAMILIES`), because a tracker's rules are tuned
+where they differ and a real detector has both: *persistent* gives true people scores
+around N(0.8, 0.1) and false positives that haunt a place or ride on a person for a few
+frames; *sporadic* spreads true scores from 0.4 to 0.95 (small, far, blurred people) and
+gives false positives that do not repeat and misses mostly of single frames. The same
+seed gives the same detections, so every tracker sees the same noise.
 """
 from __future__ import annotations
 
@@ -41,16 +45,27 @@ class Noise:
     jitter: float                  # box noise, standard deviation as a share of the box's size
     false_positives: float         # mean false boxes per frame
     weak_hidden: bool = False      # a partly hidden person's score falls with the hidden share
+    single: float = 0.0            # with `run`: share of the misses that are single frames
+    scores: tuple[float, float] | None = None  # true scores uniform in this range (None: N(0.8, 0.1))
+    ghost_life: tuple[int, int] = (1, 8)       # frames a false positive haunts its place
+    ghost_shows: float = 0.5                   # chance it is there on each of them
 
 
-LEVELS = {
-    "clean": Noise("clean", 0.0, None, 0.0, 0.0),
-    "typical": Noise("typical", 0.15, None, 0.03, 1.0),
-    "hard": Noise("hard", 0.35, (5, 10), 0.06, 3.0, weak_hidden=True),
+_BROAD = (0.4, 0.95)
+FAMILIES = {
+    "persistent": {
+        "clean": Noise("clean", 0.0, None, 0.0, 0.0),
+        "typical": Noise("typical", 0.15, None, 0.03, 1.0),
+        "hard": Noise("hard", 0.35, (5, 10), 0.06, 3.0, weak_hidden=True),
+    },
+    "sporadic": {
+        "clean": Noise("clean", 0.0, None, 0.0, 0.0, scores=_BROAD),
+        "typical": Noise("typical", 0.15, None, 0.03, 1.0, scores=_BROAD, ghost_life=(1, 1), ghost_shows=1.0),
+        "hard": Noise("hard", 0.35, (5, 10), 0.06, 3.0, weak_hidden=True, single=0.7, scores=_BROAD,
+                      ghost_life=(1, 1), ghost_shows=1.0),
+    },
 }
-
-_GHOST_LIFE = (1, 8)   # frames a false positive haunts its place
-_GHOST_SHOWS = 0.5     # chance it is there on each of them
+LEVELS = tuple(FAMILIES["persistent"])  # every family has the same levels
 ON_PERSON = 0.5        # share of false positives on a person (a part of them, or a second box)
 
 
@@ -104,11 +119,14 @@ def hidden_share(boxes: np.ndarray) -> np.ndarray:
 
 
 def _missed(seq: Sequence, noise: Noise, rng: np.random.Generator) -> list[np.ndarray]:
-    """Per frame, which true boxes the detector misses; runs follow each person's own frames."""
+    """Per frame, which true boxes the detector misses; runs follow each person's own
+    frames, single misses fall on the frames outside them independently."""
     if noise.run is None:
         return [rng.random(len(i)) < noise.drop for i in seq.ids]
     lo, hi = noise.run
-    start = noise.drop / ((1 - noise.drop) * (lo + hi) / 2)  # a run starts this often while seen
+    in_runs = noise.drop * (1 - noise.single)
+    start = in_runs / ((1 - in_runs) * (lo + hi) / 2)  # a run starts this often while seen
+    single = noise.drop * noise.single / (1 - in_runs)
     left: dict[int, int] = {}
     out = []
     for ids in seq.ids:
@@ -119,6 +137,8 @@ def _missed(seq: Sequence, noise: Noise, rng: np.random.Generator) -> list[np.nd
             if left.get(i, 0) > 0:
                 miss[k] = True
                 left[i] -= 1
+            elif single and rng.random() < single:
+                miss[k] = True
         out.append(miss)
     return out
 
@@ -135,19 +155,19 @@ def _jitter(boxes: np.ndarray, sigma: float, rng: np.random.Generator) -> np.nda
 def _ghosts(seq: Sequence, noise: Noise, rng: np.random.Generator) -> list[list[tuple[np.ndarray, float]]]:
     """False boxes per frame: each ghost haunts one place for a few frames, showing on some."""
     frames: list[list[tuple[np.ndarray, float]]] = [[] for _ in seq.ids]
-    births = noise.false_positives / (_GHOST_SHOWS * sum(_GHOST_LIFE) / 2)
+    births = noise.false_positives / (noise.ghost_shows * sum(noise.ghost_life) / 2)
     sizes = np.concatenate([b[:, 2:] - b[:, :2] for b in seq.boxes if len(b)])
     for f in range(len(seq.ids)):
         for _ in range(rng.poisson(births)):
-            _haunt(seq, f, rng, sizes, frames)
+            _haunt(seq, f, noise, rng, sizes, frames)
     return frames
 
 
-def _haunt(seq: Sequence, f: int, rng: np.random.Generator, sizes: np.ndarray,
+def _haunt(seq: Sequence, f: int, noise: Noise, rng: np.random.Generator, sizes: np.ndarray,
            frames: list[list[tuple[np.ndarray, float]]]) -> None:
     """One ghost born on frame `f`: on the background (a person's size, anywhere), or on
     a person, following them (a part of them, or a second box)."""
-    life = int(rng.integers(_GHOST_LIFE[0], _GHOST_LIFE[1] + 1))
+    life = int(rng.integers(noise.ghost_life[0], noise.ghost_life[1] + 1))
     score = float(rng.uniform(0.1, 0.8))
     if rng.random() < ON_PERSON and len(seq.ids[f]):
         k = int(rng.integers(len(seq.ids[f])))
@@ -164,7 +184,7 @@ def _haunt(seq: Sequence, f: int, rng: np.random.Generator, sizes: np.ndarray,
         def centre(g: int) -> np.ndarray | None:
             return fixed
     for g in range(f, min(f + life, len(seq.ids))):
-        if rng.random() >= _GHOST_SHOWS:
+        if rng.random() >= noise.ghost_shows:
             continue
         c = centre(g)
         if c is None:
@@ -179,7 +199,8 @@ def noisy(seq: Sequence, noise: Noise, seed: int) -> list[Detections]:
     ghosts = _ghosts(seq, noise, rng)
     out = []
     for f, (ids, boxes) in enumerate(zip(seq.ids, seq.boxes)):
-        scores = np.clip(rng.normal(0.8, 0.1, len(ids)), 0.3, 0.99)
+        scores = (np.clip(rng.normal(0.8, 0.1, len(ids)), 0.3, 0.99) if noise.scores is None
+                  else rng.uniform(*noise.scores, len(ids)))
         if noise.weak_hidden:
             scores = np.maximum(0.05, scores * (1 - hidden_share(boxes)))
         keep = ~missed[f]

@@ -1,8 +1,8 @@
 """`pipeline bench --tracking`: the tracker beside peer trackers on the same noisy
 detections of MOTChallenge ground truth, scored by py-motmetrics (an outside evaluator).
 
-Per noise level (`motdata.LEVELS`) and seed, every sequence's detections are made once
-and given to each tracker in turn; the metrics are over all sequences of a seed, then the
+Per noise family and level (`motdata.FAMILIES`, every family at each level asked) and
+seed, every sequence's detections are made once and given to each tracker in turn; the metrics are over all sequences of a seed, then the
 mean over seeds; the time is each tracker's own update calls per frame (median over the
 runs, trackers taking turns, so a busy machine slows them alike). Peers run when their
 package is installed: supervision's ByteTrack, boxmot's ByteTrack. Each tracker is told
@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from pipeline.bench.motdata import LEVELS, Detections, Sequence, bundled_ground_truth, noisy, read_mot
+from pipeline.bench.motdata import FAMILIES, LEVELS, Detections, Sequence, bundled_ground_truth, noisy, read_mot
 from pipeline.config import TrackSpec
 from pipeline.decoders.nms import iou_matrix
 from pipeline.errors import BAD_INPUT
@@ -137,6 +137,7 @@ def overall(accs: list, names: list[str]) -> dict[str, float]:
 
 @dataclass
 class Row:
+    family: str
     level: str
     tracker: str
     runs: list[dict[str, float]] = field(default_factory=list)
@@ -159,10 +160,10 @@ def bench(sequences: list[Sequence], levels: list[str], seeds: list[int],
     rows = []
     frames = sum(len(s.ids) for s in sequences)
     planned = runs(found, every or [1])
-    for level in levels:
-        table = {name: Row(level, name) for name in planned}
+    for family, level in ((f, lv) for f in FAMILIES for lv in levels):
+        table = {name: Row(family, level, name) for name in planned}
         for seed in seeds:
-            dets = [noisy(s, LEVELS[level], seed * 1000 + k) for k, s in enumerate(sequences)]
+            dets = [noisy(s, FAMILIES[family][level], seed * 1000 + k) for k, s in enumerate(sequences)]
             for name, (start, k) in planned.items():
                 accs, spent = [], 0.0
                 for s, d in zip(sequences, dets):
@@ -176,10 +177,10 @@ def bench(sequences: list[Sequence], levels: list[str], seeds: list[int],
 
 
 def markdown(rows: list[Row]) -> str:
-    lines = ["| level | tracker | MOTA | IDF1 | ID switches | false positives | missed | µs per frame |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| noise | level | tracker | MOTA | IDF1 | ID switches | false positives | missed | µs per frame |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append(f"| {r.level} | {r.tracker} | {100 * r.mean('mota'):.1f} | {100 * r.mean('idf1'):.1f} "
+        lines.append(f"| {r.family} | {r.level} | {r.tracker} | {100 * r.mean('mota'):.1f} | {100 * r.mean('idf1'):.1f} "
                      f"| {r.mean('num_switches'):.1f} | {r.mean('num_false_positives'):.1f} "
                      f"| {r.mean('num_misses'):.0f} | {statistics.median(r.us_per_frame):.0f} |")
     return "\n".join(lines)

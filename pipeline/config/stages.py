@@ -164,15 +164,18 @@ class TrackSpec(StageSpec):
 
     high_threshold: float = option(0.4, check=within(0, 1),
                                    doc="detections at or above this score are matched first")
-    new_track_threshold: float = option(0.5, check=within(0, 1), doc="an unmatched detection starts a track from here")
+    new_track_threshold: float = option(0.4, check=within(0, 1),
+                                        doc="an unmatched detection starts a track from here (as strong as "
+                                            "`high_threshold`: a box matched is a box worth starting from)")
     match_iou: float = option(0.2, check=within(0, 1),
                               doc="IoU times the detection's score needed to match a high-score detection")
     low_match_iou: float = option(0.5, check=within(0, 1), doc="IoU needed to match a low-score detection")
     confirm_iou: float = option(0.3, check=within(0, 1),
                                 doc="IoU times the detection's score needed to match a tentative track")
-    confirm_score: float = option(1.5, check=non_negative,
+    confirm_score: float = option(0.9, check=non_negative,
                                   doc="a tentative track is confirmed on a later match once its detections' scores "
-                                      "add up to this")
+                                      "add up to this (two sightings at 0.45); each miss, and a start inside a track "
+                                      "or where a tentative one failed, asks for more")
     max_age: int = option(30, check=positive, doc="updates a lost track is kept for re-identification: detector runs "
                                                   "that looked at it (frames the detector does not see, with `stride`, "
                                                   "`detect.fps` or `motion`, age no track)")

@@ -27,8 +27,9 @@ def test_the_command_prints_the_table_for_the_levels_asked(tmp_path, capsys):
     gt = write_gt(tmp_path / "gt.txt", people=3, frames=30)
     assert main(["bench", "--tracking", "--gt", str(gt), "--seeds", "1", "--levels", "clean", "hard"]) == 0
     out = capsys.readouterr().out
-    assert "| clean | this project | 100.0 |" in out
-    assert "| hard | this project |" in out
+    for family in ("persistent", "sporadic"):  # every level in both noise families
+        assert f"| {family} | clean | this project | 100.0 |" in out
+        assert f"| {family} | hard | this project |" in out
 
 
 def test_an_unknown_level_is_a_one_line_error(tmp_path, capsys):
@@ -42,7 +43,8 @@ def test_detecting_one_frame_in_k_adds_a_row_scored_on_every_frame(tmp_path, cap
     assert main(["bench", "--tracking", "--gt", str(gt), "--seeds", "1", "--levels", "clean",
                  "--detect-every", "1", "3"]) == 0
     out = capsys.readouterr().out
-    assert "| clean | this project | 100.0 |" in out and "| clean | this project, detector on 1 frame in 3 |" in out
+    assert "| persistent | clean | this project | 100.0 |" in out
+    assert "| persistent | clean | this project, detector on 1 frame in 3 |" in out
     assert main(["bench", "--tracking", "--gt", str(gt), "--detect-every", "0"]) == 2
     assert "--detect-every" in capsys.readouterr().err
 
