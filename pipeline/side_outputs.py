@@ -11,9 +11,9 @@ from typing import Mapping, Protocol
 from pipeline.config import Config
 from pipeline.control import CameraControl, Runs
 from pipeline.metrics.registry import Metrics
-from pipeline.sinks.event_evidence import EventEvidence, RecentEvents
-from pipeline.sinks.events import EventPublisher
-from pipeline.sinks.homeassistant import HomeAssistant
+from pipeline.events.event_evidence import EventEvidence, RecentEvents
+from pipeline.events.publisher import EventPublisher
+from pipeline.events.homeassistant import HomeAssistant
 from pipeline.sinks.preview import Preview
 from pipeline.sinks.retention import OutputRetention
 from pipeline.sinks.views import Views, annotates

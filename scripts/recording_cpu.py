@@ -31,7 +31,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 from onnx_models import make_slow_model  # noqa: E402
 from pipeline.config import SourceConfig  # noqa: E402
 from pipeline.config.outputs import RecordConfig  # noqa: E402
-from pipeline.sinks.recording import Recording  # noqa: E402
+from pipeline.recording.recorder import Recording  # noqa: E402
 from pipeline.sources.connection import Connection  # noqa: E402
 
 

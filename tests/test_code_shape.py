@@ -20,6 +20,8 @@ FLOORS = [
     ["metrics"],
     ["runtime", "pictures", "preprocess", "decoders", "drawing"],
     ["engines", "catalog"],
+    ["recording"],
+    ["events"],
     ["sources", "stages", "sinks"],
     ["control"],
     ["web"],

@@ -9,7 +9,7 @@ frames writes each exactly once; the video continues in the camera's next segmen
 (`<camera>.partN.mp4`). A live camera resumes from now, in its next segment, its `seq`
 and time continuing where its outputs end; so does an id that returns with a new source.
 
-Time-named segments (`{start}`, see `sinks.segments`) are read in name order, which is
+Time-named segments (`{start}`, see `recording.segments`) are read in name order, which is
 their write order: a segment's video and JSON lines share a name, and only the newest
 pair can disagree (the older ones were closed together), so only it is cut back (both
 removed when nothing of it is in both). The camera continues in a new segment named
@@ -25,9 +25,8 @@ import av
 
 from pipeline.config import OutputsConfig
 from pipeline.frames import Resume
-from pipeline.sinks.mp4_repair import video_frames
-from pipeline.sinks.segments import START, segment_files
-from pipeline.sinks.encoder import segment_path
+from pipeline.recording.mp4 import video_frames
+from pipeline.recording.segments import START, segment_files, segment_path
 
 
 def video_segments(outputs: OutputsConfig, camera: str) -> list[str]:

@@ -1,6 +1,6 @@
 """The files each camera writes: its annotated video (each frame's `view` the video takes,
 `sinks.views`), its JSON lines (every frame) and its recording
-(`sinks.recording`: every JSON line of a recorded camera names the recording's file and
+(`recording.recorder`: every JSON line of a recorded camera names the recording's file and
 the frame's time in it, its boxes in the recording's pixels).
 
 The outputs fail separately: a video writer that fails (disk full, a folder that
@@ -25,12 +25,12 @@ from pipeline.config import OutputsConfig
 from pipeline.config.outputs import RecordConfig
 from pipeline.frames import Frame, Resume
 from pipeline.metrics.registry import CameraStats, Metrics
-from pipeline.sinks.encoder import OnPacket, VideoWriter, segment_path
+from pipeline.sinks.encoder import OnPacket, VideoWriter
 from pipeline.sinks.jsonl import JsonlFiles, JsonlWriter, frame_record
 from pipeline.sinks.lease import Fenced, Lease
-from pipeline.sinks.recording import Recording
-from pipeline.sinks.recording_timeline import RecordingSpot
-from pipeline.sinks.segments import START, CameraSegments, last_stamp
+from pipeline.recording.recorder import Recording
+from pipeline.recording.segment_plan import RecordingSpot
+from pipeline.recording.segments import START, CameraSegments, last_stamp, segment_path
 from pipeline.sinks.views import Views
 from pipeline.sinks.written import SHARED, WrittenIndex
 
@@ -109,7 +109,7 @@ class CameraOutputs:
     """Every camera's writers; `write` and `close` of one camera are called from one thread.
     With time segments (`outputs.video.segment_s`, or `{start}` in a file name) a camera's
     video and JSON lines move to their next files together, at the same frame; see
-    `sinks.segments`. `is_open` tells retention which files are still being written."""
+    `recording.segments`. `is_open` tells retention which files are still being written."""
 
     def __init__(self, outputs: OutputsConfig, metrics: Metrics, stage: str = "sink",
                  index: WrittenIndex | None = None, views: Views | None = None):

@@ -3,7 +3,7 @@
 Output timing follows the source: each frame keeps its presentation time (relative to
 the camera's first frame) in the source's time base, so frame count and timing match the
 source; frames without a pts get one from their sequence number and the frame rate.
-A writer's files follow each other (`cut`: time segments, see `sinks.segments`): each
+A writer's files follow each other (`cut`: time segments, see `recording.segments`): each
 file has its own encoder, so its first frame is an IDR keyframe (a new encoder always
 starts with one) and the file plays on its own; the encoder flushes into the file it
 closes, so no frame is lost or written twice at the cut. Timestamps continue across
@@ -44,7 +44,8 @@ import numpy as np
 from pipeline.config import VideoOutputConfig
 from pipeline.errors import one_line
 from pipeline.frames import Frame
-from pipeline.sinks.mp4_repair import cut_to_whole_fragments, video_frames
+from pipeline.recording.mp4 import cut_to_whole_fragments, mp4_options, video_frames
+from pipeline.recording.segments import segment_path
 
 log = logging.getLogger("pipeline.sink")
 
@@ -108,14 +109,6 @@ def padded_size(image: np.ndarray) -> tuple[int, int]:
     """The size the encoder gets: 4:2:0 needs even sizes, so an odd one gains a pixel."""
     h, w = image.shape[:2]
     return w + (w & 1), h + (h & 1)
-
-
-def segment_path(path: str, segment: int) -> str:
-    """The file of a camera's video segment: `cam.mp4`, then `cam.part1.mp4`, ..."""
-    if segment == 0:
-        return path
-    stem, ext = os.path.splitext(path)
-    return f"{stem}.part{segment}{ext}"
 
 
 class VideoFile:
@@ -202,17 +195,6 @@ class OutputClock:
             pts = self._last_pts + 1
         self._last_pts = pts
         return pts
-
-
-def mp4_options(fragmented: bool) -> dict[str, str]:
-    # a later segment's timestamps go on from the previous one's: no edit list, the file starts at 0
-    options = {"use_editlist": "0"}
-    if fragmented:
-        # Fragmented MP4, each fragment (~1 s) written out as it completes: a process that
-        # is killed outright (power loss, OOM killer, kill -9) still leaves a playable file.
-        options.update(movflags="frag_keyframe+empty_moov+default_base_moof", frag_duration="1000000",
-                       flush_packets="1")
-    return options
 
 
 def yuv_frame(image: np.ndarray) -> av.VideoFrame:

@@ -36,8 +36,8 @@ import numpy as np
 
 from pipeline.config.outputs import JsonlOutputConfig
 from pipeline.frames import Frame
-from pipeline.sinks.recording_timeline import RecordingSpot
-from pipeline.sinks.segments import START, WallSegments, last_stamp
+from pipeline.recording.segment_plan import RecordingSpot
+from pipeline.recording.segments import START, WallSegments, last_stamp
 
 OnFile = Callable[[str], None]  # a file was created (its path)
 OnLost = Callable[[str, int], None]  # (camera, lines) that could not be written

@@ -30,8 +30,8 @@ from pipeline.config import OutputsConfig
 from pipeline.config.outputs import RetainConfig, stamped
 from pipeline.metrics.registry import Metrics
 from pipeline.metrics.snapshot import RetentionStats
-from pipeline.sinks.event_evidence import EVIDENCE_NAME
-from pipeline.sinks.segments import STAMP_RE
+from pipeline.events.event_evidence import EVIDENCE_NAME
+from pipeline.recording.segments import STAMP_RE
 from pipeline.sinks.written import SHARED, WrittenIndex
 
 log = logging.getLogger("pipeline.retention")

@@ -20,7 +20,7 @@ from pipeline.metrics.registry import Metrics
 from pipeline.runtime.queues import BoundedQueue, QueueClosed
 from pipeline.runtime.stage import RunControl
 from pipeline.runtime.threads import Capacity
-from pipeline.sinks.event_evidence import EventEvidence
+from pipeline.events.event_evidence import EventEvidence
 from pipeline.sinks.camera_files import CameraOutputs
 from pipeline.sinks.preview import Preview
 from pipeline.sinks.views import Views

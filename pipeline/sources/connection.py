@@ -169,7 +169,7 @@ def open_container(cfg: SourceConfig) -> av.container.InputContainer:
 
 
 class TapLink(Protocol):
-    """A connection's place on the camera's recording (`sinks.recording_timeline.Link`):
+    """A connection's place on the camera's recording (`recording.segment_plan.Link`):
     its timestamps plus `offset` (set at its first keyframe) are the recording's timeline."""
 
     offset: int | None
@@ -179,7 +179,7 @@ class TapLink(Protocol):
 
 class PacketTap(Protocol):
     """What sees a connection's packets before they are decoded: the camera's recording
-    (`sinks.recording.Recording`). `connect` gives the connection's place on it, handed
+    (`recording.recorder.Recording`). `connect` gives the connection's place on it, handed
     back with each packet."""
 
     origin: float | None  # the clock reading its live timeline counts from (None: the media time)

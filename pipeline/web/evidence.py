@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pipeline.sinks.mp4_repair import playable_end
+from pipeline.recording.mp4 import playable_end
 
 if TYPE_CHECKING:
     from pipeline.web.request import Request

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 from pipeline.config.outputs import stamped
 from pipeline.config.sources import CAMERA_ID
 from pipeline.redact import redact_data
-from pipeline.sinks.segments import STAMP_RE, segment_files
+from pipeline.recording.segments import STAMP_RE, segment_files
 from pipeline.web.evidence import send_file
 
 if TYPE_CHECKING:

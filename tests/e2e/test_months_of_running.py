@@ -16,7 +16,7 @@ from conftest import detector_model, frame_count, read_jsonl
 from pipeline.config import load_config
 from pipeline.graph import Pipeline
 from pipeline.metrics.report import summary_table
-from pipeline.sinks.segments import segment_files
+from pipeline.recording.segments import segment_files
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.metrics.registry import Metrics
 from pipeline.sinks.camera_files import CameraOutputs
-from pipeline.sinks.segments import segment_files
+from pipeline.recording.segments import segment_files
 from pipeline.sinks.encoder import encoder_problem
 from test_segments import frame, outputs_config
 

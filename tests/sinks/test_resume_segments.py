@@ -10,7 +10,7 @@ from conftest import read_jsonl
 from pipeline.cluster.resume import resume_point
 from pipeline.metrics.registry import Metrics
 from pipeline.sinks.camera_files import CameraOutputs
-from pipeline.sinks.segments import segment_files
+from pipeline.recording.segments import segment_files
 from test_segments import frame, outputs_config, packets
 
 

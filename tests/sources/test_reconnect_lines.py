@@ -14,7 +14,7 @@ from pipeline.config.outputs import RecordConfig
 from pipeline.metrics.registry import Metrics
 from pipeline.preprocess import Preprocessor
 from pipeline.runtime.stage import RunControl
-from pipeline.sinks.recording import Recording
+from pipeline.recording.recorder import Recording
 from pipeline.sources.camera import VideoSource, wait_unless
 from pipeline.sources.main_stream import RecordingFeed
 from test_rtsp import free_port

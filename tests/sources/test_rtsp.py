@@ -176,7 +176,7 @@ def test_a_resolution_change_after_reconnect_starts_a_new_segment(tmp_path, serv
         p.wait(60)
         p.close()
         bigger.kill()
-    from pipeline.sinks.segments import segment_files
+    from pipeline.recording.segments import segment_files
 
     (_, first), (_, second) = segment_files(str(tmp_path / "out" / "door.{start}.mp4"))  # a live camera's segments
     import av

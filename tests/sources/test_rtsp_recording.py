@@ -12,7 +12,7 @@ import av
 import pytest
 
 from conftest import read_jsonl
-from pipeline.sinks.segments import segment_files
+from pipeline.recording.segments import segment_files
 from recordings import null_detector, segments
 from synthetic import Mover, picture, render
 from test_rtsp import RtspServer, live_pipeline, server, wait_for  # noqa: F401 (the fixture)

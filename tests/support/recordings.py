@@ -21,7 +21,7 @@ def packets(path: str, kind: str = "video") -> list[tuple[bytes, bool]]:
 
 def segments(out: str, camera: str) -> list[str]:
     """The camera's recording files, in time order."""
-    from pipeline.sinks.segments import segment_files
+    from pipeline.recording.segments import segment_files
 
     return [path for _, path in segment_files(os.path.join(out, f"{camera}.rec.{{start}}.mp4"))]
 

@@ -11,8 +11,8 @@ import av
 from pipeline.config.outputs import WebConfig
 from pipeline.frames import Event
 from pipeline.metrics.snapshot import Snapshot
-from pipeline.sinks.clips import ClipRecorder
-from pipeline.sinks.event_evidence import RecentEvents
+from pipeline.events.clips import ClipRecorder
+from pipeline.events.event_evidence import RecentEvents
 from pipeline.sinks.preview import Preview
 from pipeline.web.server import WebServer
 from web_support import browser, wait_for

@@ -22,7 +22,7 @@ from pipeline.drawing import draw_detections
 from pipeline.frames import ClassNames, Detections, Event, Frame
 from pipeline.metrics.registry import CameraState, Metrics
 from pipeline.metrics.snapshot import Snapshot
-from pipeline.sinks.event_evidence import RecentEvents, Snapshots
+from pipeline.events.event_evidence import RecentEvents, Snapshots
 from pipeline.sinks.preview import Preview
 from pipeline.web.server import WebServer
 from web_support import browser, get, live_config, raw, running, wait_for  # noqa: F401  (a fixture)

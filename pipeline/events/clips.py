@@ -42,47 +42,18 @@ import os
 import threading
 from collections import deque
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Callable
 
 import av
 
-from pipeline.sinks.encoder import mp4_options, segment_path
+from pipeline.recording.mp4 import mp4_options
+from pipeline.recording.packets import Held
+from pipeline.recording.segments import segment_path
 
 log = logging.getLogger("pipeline.clips")
 
 OUTAGE_S = 2.0  # a step between two packets' decode times longer than this, and than
 OUTAGE_STEPS = 3  # this many frame intervals, is an outage (a low-rate stream's frames are seconds apart)
-
-
-@dataclass
-class Held:
-    """One encoded packet, copied."""
-
-    data: bytes
-    pts: int | None
-    dts: int | None
-    time_base: Fraction
-    keyframe: bool
-
-    @classmethod
-    def of(cls, packet: av.Packet) -> "Held":
-        return cls(bytes(packet), packet.pts, packet.dts, packet.time_base, bool(packet.is_keyframe))
-
-    @property
-    def seconds(self) -> float:
-        return float((self.pts if self.pts is not None else self.dts or 0) * self.time_base)
-
-    @property
-    def decode_seconds(self) -> float:
-        """Its decode time: one frame interval after the packet before it, in a stream that flows."""
-        return float((self.dts if self.dts is not None else self.pts or 0) * self.time_base)
-
-    def packet(self) -> av.Packet:
-        p = av.Packet(self.data)
-        p.pts, p.dts, p.time_base = self.pts, self.dts, self.time_base
-        p.is_keyframe = self.keyframe
-        return p
 
 
 class PacketRing:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pipeline import __version__
 from pipeline.config.outputs import HomeAssistantConfig
 from pipeline.metrics.registry import CameraState
-from pipeline.sinks.event_senders import camera_topic
+from pipeline.events.senders import camera_topic
 
 AVAILABLE, NOT_AVAILABLE = "online", "offline"
 ON, OFF = "ON", "OFF"

@@ -28,8 +28,8 @@ import numpy as np
 from pipeline.config.outputs import EventsConfig
 from pipeline.frames import Event, Frame
 from pipeline.metrics.registry import CameraState
-from pipeline.sinks.event_senders import mqtt_client
-from pipeline.sinks.ha_discovery import (AVAILABLE, DIRECTIONS, NOT_AVAILABLE, OFF, ON, Discovery, Entity,
+from pipeline.events.senders import mqtt_client
+from pipeline.events.ha_discovery import (AVAILABLE, DIRECTIONS, NOT_AVAILABLE, OFF, ON, Discovery, Entity,
                                          last_event_entity, line_entity, motion_entity, objects_entity,
                                          present_entity, snapshot_entity, state_entity, zone_entity)
 

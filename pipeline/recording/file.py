@@ -4,7 +4,7 @@ decoded or encoded).
 MP4 and MOV files are fragmented, a fragment per keyframe written out as it completes:
 a killed process or a full disk leaves a file that plays up to its last keyframe. Every
 file starts at 0 (no edit list): its packets come rebased by the file's first decode time
-(`recording_timeline`). A container that cannot hold the camera's video codec refuses
+(`segment_plan`). A container that cannot hold the camera's video codec refuses
 the recording (`RecordingError`); audio it cannot hold is left out (the caller says so once).
 """
 from __future__ import annotations

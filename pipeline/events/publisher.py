@@ -23,7 +23,7 @@ from pipeline.errors import one_line
 from pipeline.metrics.snapshot import DeliveryStats
 from pipeline.redact import redact
 from pipeline.runtime.queues import BoundedQueue, QueueClosed
-from pipeline.sinks.event_senders import Sender, senders_for
+from pipeline.events.senders import Sender, senders_for
 
 log = logging.getLogger("pipeline.events")
 

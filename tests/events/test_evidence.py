@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 
 from pipeline.frames import ClassNames, Detections, Event, Frame
-from pipeline.sinks.event_evidence import Snapshots
+from pipeline.events.event_evidence import Snapshots
 
 
 def event_frame(seq: int) -> Frame:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import glob
 import math
+import os
 import re
 import time
 from datetime import datetime, timezone
@@ -133,3 +134,11 @@ class WallSegments:
     def next(self) -> str | None:
         now = time.time()
         return self.clock.advance(now, now)
+
+
+def segment_path(path: str, segment: int) -> str:
+    """The file of a camera's video segment: `cam.mp4`, then `cam.part1.mp4`, ..."""
+    if segment == 0:
+        return path
+    stem, ext = os.path.splitext(path)
+    return f"{stem}.part{segment}{ext}"

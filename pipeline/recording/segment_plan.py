@@ -27,8 +27,8 @@ from typing import Callable
 
 import av
 
-from pipeline.sinks.recording_file import check_holds
-from pipeline.sinks.segments import SegmentClock
+from pipeline.recording.file import check_holds
+from pipeline.recording.segments import SegmentClock
 
 HOLD = 16  # packets of a connection held back at most while they have a pts but no dts yet
 KEEP_SEGMENTS = 64  # segments `spot` looks into: frames are seconds behind their packets, not hours
@@ -169,7 +169,7 @@ class Link:
 
 
 class SegmentPlan:
-    """Which keyframe starts a segment and what it is named (`sinks.segments`' boundaries:
+    """Which keyframe starts a segment and what it is named (`recording.segments`' boundaries:
     a live camera's on the wall clock, a file's on its media time, named from the wall
     clock at its first keyframe), and where a frame lies in the segments."""
 

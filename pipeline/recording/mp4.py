@@ -70,3 +70,14 @@ def cut_to_whole_fragments(path: str) -> int:
     if frames == 0:
         os.remove(path)
     return frames
+
+
+def mp4_options(fragmented: bool) -> dict[str, str]:
+    # a later segment's timestamps go on from the previous one's: no edit list, the file starts at 0
+    options = {"use_editlist": "0"}
+    if fragmented:
+        # Fragmented MP4, each fragment (~1 s) written out as it completes: a process that
+        # is killed outright (power loss, OOM killer, kill -9) still leaves a playable file.
+        options.update(movflags="frag_keyframe+empty_moov+default_base_moof", frag_duration="1000000",
+                       flush_packets="1")
+    return options

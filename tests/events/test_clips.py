@@ -7,8 +7,9 @@ from fractions import Fraction
 import av
 import numpy as np
 
-from pipeline.sinks.clips import ClipRecorder, Held, PacketRing
-from pipeline.sinks.mp4_repair import playable_end
+from pipeline.events.clips import ClipRecorder, PacketRing
+from pipeline.recording.packets import Held
+from pipeline.recording.mp4 import playable_end
 
 FPS = 10
 

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.config import VideoOutputConfig
 from pipeline.frames import Frame
-from pipeline.sinks.mp4_repair import cut_to_whole_fragments, whole_fragments_end
+from pipeline.recording.mp4 import cut_to_whole_fragments, whole_fragments_end
 from pipeline.sinks.encoder import VideoWriter, free_bytes
 
 

@@ -20,7 +20,7 @@ from pipeline.frames import Frame
 from pipeline.metrics.registry import Metrics
 from pipeline.sinks.camera_files import CameraOutputs
 from pipeline.sinks.retention import OutputRetention
-from pipeline.sinks.segments import SegmentClock, segment_files, stamp
+from pipeline.recording.segments import SegmentClock, segment_files, stamp
 
 STAMP = r"\d{8}T\d{6}Z"
 

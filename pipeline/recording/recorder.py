@@ -4,13 +4,13 @@ writer of its own (docs/outputs.md: "Recordings").
 The thread that reads the camera (its own, or with `detect_uri` the one that reads its
 main stream) hands over each packet before decoding it (`packet`): a few integer checks
 and a put into a bounded queue, never a wait. The writer thread copies the packets into
-segment files (`recording_file`). A full queue drops packets up to the next keyframe
+segment files (`file`). A full queue drops packets up to the next keyframe
 (counted: the recording has a hole, never a broken picture); a write error (a full disk)
 stops the recording, counted and reported, while the camera goes on and the files written
 stay playable. A segment starts at the first keyframe after each boundary (the wall clock
-for live cameras, the media time for files, as `sinks.segments` cuts the video), and at a
+for live cameras, the media time for files, as `recording.segments` cuts the video), and at a
 connection whose stream differs (codec, size, extradata). `spot(t)` says where a frame of
-the analysis lies in the files (`recording_timeline`).
+the analysis lies in the files (`segment_plan`).
 """
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ from typing import Callable
 from pipeline.config.outputs import RecordConfig
 from pipeline.errors import one_line
 from pipeline.metrics.snapshot import RecordingStats
-from pipeline.sinks.clips import Held
-from pipeline.sinks.recording_file import RecordingError, SegmentFile, elsewhere, refusal
-from pipeline.sinks.recording_timeline import Link, RecordingSpot, Segment, SegmentPlan
+from pipeline.recording.packets import Held
+from pipeline.recording.file import RecordingError, SegmentFile, elsewhere, refusal
+from pipeline.recording.segment_plan import Link, RecordingSpot, Segment, SegmentPlan
 
 log = logging.getLogger("pipeline.recording")
 

@@ -32,9 +32,9 @@ import numpy as np
 from pipeline.config.outputs import EventsConfig
 from pipeline.errors import one_line
 from pipeline.frames import Event, Frame
-from pipeline.sinks.clips import ClipRecorder, ClipRef
-from pipeline.sinks.events import EventPublisher
-from pipeline.sinks.recording_timeline import RecordingSpot
+from pipeline.events.clips import ClipRecorder, ClipRef
+from pipeline.events.publisher import EventPublisher
+from pipeline.recording.segment_plan import RecordingSpot
 
 log = logging.getLogger("pipeline.evidence")
 

@@ -28,8 +28,8 @@ from pipeline.config import read_config
 from pipeline.config.outputs import EventsConfig, HomeAssistantConfig, MqttConfig
 from pipeline.frames import ClassNames, Detections, DetectPlan, Event, Frame, LineCount, Motion
 from pipeline.metrics.registry import CameraState
-from pipeline.sinks.event_senders import MqttSender, camera_topic
-from pipeline.sinks.homeassistant import CameraStatus, HomeAssistant
+from pipeline.events.senders import MqttSender, camera_topic
+from pipeline.events.homeassistant import CameraStatus, HomeAssistant
 
 _MISSING = available()
 if _MISSING and os.environ.get("CI", "").lower() in ("1", "true", "yes"):
@@ -352,7 +352,7 @@ def test_closing_with_the_broker_hung_costs_at_most_the_flush_timeout(tmp_path):
 
 
 def test_a_template_reads_its_line_and_class_whatever_their_names_hold():
-    from pipeline.sinks.ha_discovery import line_entity, zone_entity
+    from pipeline.events.ha_discovery import line_entity, zone_entity
 
     line, zone, cls = 'gate "A" }}{{', "zone\\é", "per'son"
     status = {"lines": {line: {"in": 1, "out": 2, "classes": {cls: {"in": 3, "out": 4}}}},

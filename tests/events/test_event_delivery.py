@@ -21,7 +21,7 @@ from conftest import ROOT, detector_model
 from pipeline.config import read_config
 from pipeline.config.outputs import EventsConfig, MqttConfig, WebhookConfig
 from pipeline.metrics.snapshot import DeliveryStats
-from pipeline.sinks.events import EventPublisher
+from pipeline.events.publisher import EventPublisher
 
 SECRET = "s3cr3t-hook-token"
 SLACK_S = 3.0  # on top of flush_timeout_s: a loaded machine, never a wait for the destination

@@ -16,8 +16,8 @@ import pytest
 
 from pipeline.config import SourceConfig
 from pipeline.config.outputs import RecordConfig
-from pipeline.sinks.recording import Recording
-from pipeline.sinks.recording_timeline import Link
+from pipeline.recording.recorder import Recording
+from pipeline.recording.segment_plan import Link
 from pipeline.sources.connection import Connection
 from recordings import packets, times
 from synthetic import Mover, picture, render
