@@ -22,6 +22,7 @@ FLOORS = [
     ["engines", "catalog"],
     ["recording"],
     ["events"],
+    ["store"],
     ["sources", "stages", "sinks"],
     ["control"],
     ["web"],

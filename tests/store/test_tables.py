@@ -1,0 +1,75 @@
+"""The store's schema opens empty databases at the newest version, brings older ones up to
+date step by step, and refuses a newer one without touching it."""
+import sqlite3
+
+import pytest
+
+from pipeline.store import tables as schema
+from pipeline.store.tables import MIGRATIONS, SCHEMA_VERSION, SQLITE, Migration, StoreError, migrate
+
+
+def tables(conn):
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def test_an_empty_database_gets_every_table_and_the_newest_version(tmp_path):
+    conn = sqlite3.connect(tmp_path / "store.db")
+    assert migrate(conn, SQLITE, "store.db") == 0
+    assert set(schema.TABLES) <= tables(conn)
+    assert schema.stored_version(conn, SQLITE) == SCHEMA_VERSION
+    assert float(dict(conn.execute("SELECT key, value FROM meta"))["created_at"]) > 0
+
+
+def test_opening_again_changes_nothing(tmp_path):
+    conn = sqlite3.connect(tmp_path / "store.db")
+    migrate(conn, SQLITE, "store.db")
+    conn.execute("INSERT INTO runs (started) VALUES (1.5)")
+    conn.commit()
+    assert migrate(conn, SQLITE, "store.db") == SCHEMA_VERSION
+    assert conn.execute("SELECT started FROM runs").fetchall() == [(1.5,)]
+
+
+def test_an_older_store_is_brought_up_to_date_and_keeps_its_rows(tmp_path, monkeypatch):
+    conn = sqlite3.connect(tmp_path / "store.db")
+    migrate(conn, SQLITE, "store.db")
+    conn.execute("INSERT INTO runs (started) VALUES (2.0)")
+    conn.commit()
+    step = Migration(SCHEMA_VERSION + 1, "a note per run", ("ALTER TABLE runs ADD COLUMN note TEXT",))
+    monkeypatch.setattr(schema, "MIGRATIONS", MIGRATIONS + [step])
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", step.version)
+    assert migrate(conn, SQLITE, "store.db") == step.version - 1
+    assert conn.execute("SELECT started, note FROM runs").fetchall() == [(2.0, None)]
+    assert schema.stored_version(conn, SQLITE) == step.version
+
+
+def test_a_failing_step_leaves_the_store_at_its_version(tmp_path, monkeypatch):
+    conn = sqlite3.connect(tmp_path / "store.db")
+    migrate(conn, SQLITE, "store.db")
+    step = Migration(SCHEMA_VERSION + 1, "broken", ("ALTER TABLE runs ADD COLUMN note TEXT",
+                                                     "ALTER TABLE nowhere ADD COLUMN x TEXT"))
+    monkeypatch.setattr(schema, "MIGRATIONS", MIGRATIONS + [step])
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", step.version)
+    with pytest.raises(sqlite3.OperationalError):
+        migrate(conn, SQLITE, "store.db")
+    assert schema.stored_version(conn, SQLITE) == step.version - 1
+    assert "note" not in [r[1] for r in conn.execute("PRAGMA table_info(runs)")]
+
+
+def test_a_newer_store_is_refused_naming_both_versions_and_left_alone(tmp_path):
+    conn = sqlite3.connect(tmp_path / "store.db")
+    migrate(conn, SQLITE, "store.db")
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 5),))
+    conn.commit()
+    with pytest.raises(StoreError) as e:
+        migrate(conn, SQLITE, "/data/store.db")
+    (line,) = e.value.problems
+    assert f"version {SCHEMA_VERSION + 5}" in line and f"pipeline's {SCHEMA_VERSION}" in line
+    assert line.startswith("/data/store.db: ")
+    assert schema.stored_version(conn, SQLITE) == SCHEMA_VERSION + 5
+
+
+def test_the_placeholders_follow_the_dialect():
+    statement = "SELECT * FROM tracks WHERE camera = ? AND class = ?"
+    assert SQLITE.sql(statement) == statement
+    assert schema.POSTGRES.sql(statement) == "SELECT * FROM tracks WHERE camera = %s AND class = %s"
+    assert "DOUBLE PRECISION" in schema.POSTGRES.ddl("x {real}")
