@@ -29,131 +29,40 @@ A lost track found again is corrected along the straight path from its last box 
 new one (OC-SORT's observation-centric re-update), so the velocity it guessed while
 unseen does not linger; while lost it keeps its size (no height or aspect velocity).
 Unmatched detections from `new_track_threshold` (a box strong enough to be matched is
-strong enough to start from) start tentative tracks, confirmed on a later match once
-their detections' scores add up to what they need (on a camera's first frame at once).
-Detectors calibrate their scores differently (a small, far or blurred person may score
-0.45 all along), so what tells a person from a false positive is mostly where and how
-often a box comes back: two sightings in a row at 0.45 (`confirm_score`) confirm; a
-tentative track is kept through one miss (or a frame with only a weak box), but each
-miss asks for `confirm_score` more, and a second miss in a row drops it, so a box that
-flickers every other frame never adds up. One that starts mostly inside a track just
-matched (a part of a person, a second box on them) or where a tentative track seen more
-than once failed lately (false positives fire again on the same background) needs more
-evidence (`_ON_TRACK_NEED`, `_HAUNT_NEED`). A track confirmed where a lost one was (its box on the lost one's
-prediction, or its first box on the lost one's last box, grown by `_LOST_REACH` of its
-size per update unseen) takes the lost one's id: an object hidden behind another for
+strong enough to start from) start tentative tracks (candidates), confirmed on a later
+match once their detections' scores add up to what they need (on a camera's first frame
+at once): two sightings in a row at `confirm_score`, more where false positives fire
+(`stages.track_candidates`). A track confirmed where a lost one was (its box on the lost
+one's prediction, or its first box on the lost one's last box, grown by `_LOST_REACH` of
+its size per update unseen) takes the lost one's id: an object hidden behind another for
 longer than its motion can be guessed, which stood still or walked on a step meanwhile,
 keeps its id once its new track has proved itself, and a false positive, which does not
 prove itself, never takes one. Only where the tracker can tell that the lost one did not
 leave the picture: not when it was last seen at the picture's edge, nor when the
-picture's size is not known. A lost track is removed after
-`max_age` updates unseen: detector runs that looked at it, so frames the detector did not
-see (`detect.fps`, `motion`) and runs on regions elsewhere (`held`) age no track.
+picture's size is not known. A lost track is removed after `max_age` updates unseen:
+detector runs that looked at it, so frames the detector did not see (`detect.fps`,
+`motion`) and runs on regions elsewhere (`held`) age no track.
 Detections keep their boxes; matched rows get the track id (-1 while tentative).
 """
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Iterator
 
 import numpy as np
 
 from pipeline.config import TrackSpec
-from pipeline.decoders.nms import area, intersections, iou_matrix
+from pipeline.decoders.nms import iou_matrix
 from pipeline.stages import motion
+from pipeline.stages.track_candidates import Candidates
+from pipeline.stages.track_table import Tracks, TrackState
 
 _LOST_DECAY = 0.98  # a lost track's weight in the assignment, per update unseen
 _EDGE = 0.02        # a box this close to the picture's edge (share of its width or height) touches it
 _TENTATIVE_REACH = 0.5  # per frame skipped, each side: a box grown to its size times the frames between sightings
 _MAX_REACH = 1.0        # ... at most (3 frames between runs)
 _LOST_REACH = 0.1       # per update unseen, each side: a lost track's last box grown for a take-over
-_CANDIDATE_MISSES = 1   # a tentative track is kept through this many updates in a row without a match
-_MISS_NEED = 1.0        # times `confirm_score` a tentative track needs more after each miss
-_ON_TRACK = 0.5         # this share of a candidate's box inside a track of its class just matched (a part of it, ...
-_ON_TRACK_NEED = 1.5    # ... a second box on it): times `confirm_score` it needs
-_HAUNT_IOU = 0.3        # a candidate on a place where one seen more than once failed (IoU) ...
-_HAUNT_MEMORY = 30      # ... within this many updates ...
-_HAUNT_NEED = 2.0       # ... needs this many times `confirm_score`
-
-
-class TrackState(IntEnum):
-    TENTATIVE = 0  # seen, not yet confirmed; dropped at its second miss in a row
-    TRACKED = 1    # matched on the last update
-    LOST = 2       # unmatched on the last `missed` updates; kept up to `max_age` to be found again
-
-
-def _column(*shape: int, dtype: type = np.float64):
-    return field(default_factory=lambda: np.zeros((0, *shape), dtype))
-
-
-@dataclass
-class Haunts:
-    """The last boxes of candidates that failed (missed before they were confirmed), and
-    the update each failed on: a detector's false positives fire again where they fired."""
-
-    boxes: np.ndarray = _column(4)
-    at: np.ndarray = _column(dtype=np.int64)
-
-    def add(self, boxes: np.ndarray, update: int) -> None:
-        self.boxes = np.concatenate([self.boxes, boxes])
-        self.at = np.concatenate([self.at, np.full(len(boxes), update, np.int64)])
-
-    def near(self, boxes: np.ndarray, update: int) -> np.ndarray:
-        """Per box: whether it is on a place haunted within `_HAUNT_MEMORY` updates."""
-        recent = self.at > update - _HAUNT_MEMORY
-        self.boxes, self.at = self.boxes[recent], self.at[recent]
-        if not len(self.at) or not len(boxes):
-            return np.zeros(len(boxes), bool)
-        return (iou_matrix(boxes, self.boxes) >= _HAUNT_IOU).any(axis=1)
-
-
-@dataclass
-class Tracks:
-    """One camera's tracks as columns, one row per track."""
-
-    id: np.ndarray = _column(dtype=np.int64)
-    class_id: np.ndarray = _column(dtype=np.int64)
-    state: np.ndarray = _column(dtype=np.int8)
-    missed: np.ndarray = _column(dtype=np.int64)  # updates since the last match
-    score: np.ndarray = _column()                 # the matched detections' scores, added up
-    mean: np.ndarray = _column(8)                 # the Kalman filter
-    cov: np.ndarray = _column(8, 8)
-    seen: np.ndarray = _column(4)                 # the last matched box, and the filter just after it
-    seen_mean: np.ndarray = _column(8)
-    seen_cov: np.ndarray = _column(8, 8)
-    seen_at: np.ndarray = _column(dtype=np.int64)  # the frame of the last match
-    last_score: np.ndarray = _column()            # the last matched detection's score
-    need: np.ndarray = _column()                  # a tentative track's scores to add up before it is confirmed
-    born: np.ndarray = _column(dtype=np.int64)    # the update of the first detection, and its box
-    first: np.ndarray = _column(4)
-
-    def __len__(self) -> int:
-        return len(self.id)
-
-    def first_of(self, ids: np.ndarray) -> np.ndarray:
-        """The first detected box of each track of `ids` (NaN for an id no track has)."""
-        row = {int(t): r for r, t in enumerate(self.id)}
-        out = np.full((len(ids), 4), np.nan)
-        for i, t in enumerate(ids.tolist()):
-            if t in row:
-                out[i] = self.first[row[t]]
-        return out
-
-    def keep(self, rows: np.ndarray) -> None:
-        for name in self.__dataclass_fields__:
-            setattr(self, name, getattr(self, name)[rows])
-
-    def add(self, ids: np.ndarray, class_id: np.ndarray, state: TrackState, boxes: np.ndarray,
-            scores: np.ndarray, need: np.ndarray, update: int, frame: int) -> None:
-        mean, cov = motion.initiate(boxes)
-        new = dict(id=ids, class_id=class_id, state=np.full(len(ids), state, np.int8),
-                   missed=np.zeros(len(ids), np.int64), score=scores, mean=mean, cov=cov,
-                   seen=boxes, seen_mean=mean, seen_cov=cov, seen_at=np.full(len(ids), frame, np.int64),
-                   last_score=scores, born=np.full(len(ids), update, np.int64), first=boxes, need=need)
-        for name, value in new.items():
-            setattr(self, name, np.concatenate([getattr(self, name), value]))
 
 
 def assign(sim: np.ndarray, threshold: float, weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -205,6 +114,27 @@ def at_edge(boxes: np.ndarray, size: tuple[float, float] | None) -> np.ndarray:
             | (boxes[:, 2] >= (1 - _EDGE) * w) | (boxes[:, 3] >= (1 - _EDGE) * h))
 
 
+def take_over(t: Tracks, new: np.ndarray, matched: np.ndarray, updates: int, size: tuple[float, float] | None,
+              spec: TrackSpec) -> np.ndarray:
+    """The lost tracks (rows) whose ids the just confirmed tracks `new` take, now, on update
+    `updates`: one born after the lost one was last seen, of its class, on its predicted
+    box now or with its first box on the lost one's last box (both grown by how far it may
+    have gone unseen); the lost one not last seen at the edge of the picture (`size`)."""
+    lost = np.nonzero((t.state == TrackState.LOST) & ~matched)[0]
+    if not len(new) or not len(lost):
+        return np.zeros(0, np.int64)
+    reach = np.minimum(_LOST_REACH * t.missed[lost], _MAX_REACH)  # as far as it may have gone unseen
+    sim = np.maximum(iou_matrix(t.seen[new], motion.to_xyxy(t.mean[lost])),
+                     buffered_iou(t.seen[lost], t.first[new], reach).T)
+    last_seen = updates - 1 - t.missed[lost]
+    ok = (t.born[new][:, None] > last_seen[None, :]) & ~at_edge(t.seen[lost], size)[None, :]
+    if spec.class_aware:
+        ok &= t.class_id[new][:, None] == t.class_id[lost][None, :]
+    r, c = assign(np.where(ok, sim, 0.0), spec.match_iou)
+    t.id[new[r]] = t.id[lost[c]]
+    return lost[c]
+
+
 @dataclass
 class ByteTracker:
     """The tracker state of one camera (its parameters: `TrackSpec`; `size`: the picture's
@@ -216,7 +146,10 @@ class ByteTracker:
     frames: int = 0   # frames seen: the filter's steps
     updates: int = 0  # frames the detector ran on: the unit of `missed` and `max_age`
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
-    _haunted: Haunts = field(default_factory=Haunts)
+    candidates: Candidates = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.candidates = Candidates(self.spec)
 
     def update(self, boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray,
                held: np.ndarray | None = None) -> np.ndarray:
@@ -232,7 +165,8 @@ class ByteTracker:
         self._correct(rows, boxes[dets].astype(np.float64), scores[dets])
         matched = np.zeros(len(self.tracks), bool)
         matched[rows] = True
-        taken = self._take_over(rows[tentative & (self.tracks.state[rows] == TrackState.TRACKED)], matched)
+        confirmed = rows[tentative & (self.tracks.state[rows] == TrackState.TRACKED)]
+        taken = take_over(self.tracks, confirmed, matched, self.updates, self.size, self.spec)
         ids = np.full(len(boxes), -1, np.int64)
         ids[dets] = np.where(self.tracks.state[rows] == TrackState.TENTATIVE, -1, self.tracks.id[rows])
         self._age(~matched & active, taken)
@@ -314,55 +248,20 @@ class ByteTracker:
         waiting = (t.state[rows] == TrackState.TENTATIVE) & (t.score[rows] < t.need[rows])
         t.state[rows] = np.where(waiting, TrackState.TENTATIVE, TrackState.TRACKED)
 
-    def _take_over(self, new: np.ndarray, matched: np.ndarray) -> np.ndarray:
-        """The lost tracks whose ids the just confirmed tracks `new` take: one born after the
-        lost one was last seen, of its class, on its predicted box now or with its first box
-        on the lost one's last box (both grown by how far it may have gone unseen); the lost
-        one not last seen at the picture's edge."""
-        t = self.tracks
-        lost = np.nonzero((t.state == TrackState.LOST) & ~matched)[0]
-        if not len(new) or not len(lost):
-            return np.zeros(0, np.int64)
-        reach = np.minimum(_LOST_REACH * t.missed[lost], _MAX_REACH)  # as far as it may have gone unseen
-        sim = np.maximum(iou_matrix(t.seen[new], motion.to_xyxy(t.mean[lost])),
-                         buffered_iou(t.seen[lost], t.first[new], reach).T)
-        last_seen = self.updates - 1 - t.missed[lost]
-        ok = (t.born[new][:, None] > last_seen[None, :]) & ~at_edge(t.seen[lost], self.size)[None, :]
-        if self.spec.class_aware:
-            ok &= t.class_id[new][:, None] == t.class_id[lost][None, :]
-        r, c = assign(np.where(ok, sim, 0.0), self.spec.match_iou)
-        t.id[new[r]] = t.id[lost[c]]
-        return lost[c]
-
     def _age(self, unmatched: np.ndarray, taken: np.ndarray) -> None:
         """An update without a match: tracked tracks become lost, keeping their size (a
-        guessed growth or shrinking would run away unseen), tentative ones need a sighting
-        more and are dropped at their second miss in a row (their place remembered as
-        haunted), lost ones past `max_age` or `taken` over removed."""
+        guessed growth or shrinking would run away unseen), tentative ones as their rules say
+        (`Candidates.missed`), lost ones past `max_age` or `taken` over removed."""
         t = self.tracks
         t.missed[unmatched] += 1
         newly_lost = unmatched & (t.state == TrackState.TRACKED)
         t.state[newly_lost] = TrackState.LOST
         t.mean[newly_lost, 6:] = 0.0
-        tentative = unmatched & (t.state == TrackState.TENTATIVE)
-        t.need[tentative] += self.spec.confirm_score * _MISS_NEED
-        failed = tentative & (t.missed > _CANDIDATE_MISSES)
-        self._haunted.add(t.seen[failed & (t.score > t.last_score)], self.updates)  # seen more than once
+        failed = self.candidates.missed(t, unmatched, self.updates)
         gone = failed | (unmatched & (t.missed > self.spec.max_age))
         gone[taken] = True
         if gone.any():
             t.keep(~gone)
-
-    def _doubt(self, boxes: np.ndarray, classes: np.ndarray) -> np.ndarray:
-        """Per new candidate box, times `confirm_score` it needs: more where false positives
-        fire, mostly inside a track matched just now (of its class) or on a haunted place."""
-        t = self.tracks
-        on = np.nonzero((t.state == TrackState.TRACKED) & (t.missed == 0))[0]
-        inside = intersections(boxes, t.seen[on]) / np.maximum(area(boxes), 1e-9)[:, None]
-        if self.spec.class_aware:
-            inside = np.where(classes[:, None] == t.class_id[on][None, :], inside, 0.0)
-        doubt = np.where((inside >= _ON_TRACK).any(axis=1), _ON_TRACK_NEED, 1.0)
-        return np.where(self._haunted.near(boxes, self.updates), _HAUNT_NEED, doubt)
 
     def _start(self, boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray, free: np.ndarray,
                ids: np.ndarray) -> None:
@@ -373,7 +272,7 @@ class ByteTracker:
         first = self.updates == 1
         new_ids = np.array([next(self._ids) for _ in new], np.int64)
         starts = boxes[new].astype(np.float64)
-        need = self._doubt(starts, classes[new]) * self.spec.confirm_score
+        need = self.candidates.need(self.tracks, starts, classes[new], self.updates)
         self.tracks.add(new_ids, classes[new].astype(np.int64), TrackState.TRACKED if first else TrackState.TENTATIVE,
                         starts, scores[new].astype(np.float64), need, self.updates, self.frames)
         if first:
