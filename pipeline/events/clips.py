@@ -134,6 +134,61 @@ def _encoder(stream) -> tuple:
     return ctx.name, ctx.width, ctx.height, bytes(ctx.extradata or b"")
 
 
+class ClipFile:
+    """The clip being written: one fragmented MP4 of one encoder's packets, at most
+    `max_bytes`."""
+
+    def __init__(self, max_bytes: int, on_file: Callable[[str], None] | None = None):
+        self.max_bytes = max_bytes
+        self.on_file = on_file  # each clip once it exists (the run's record of what it wrote)
+        self.path = ""
+        self.written: list[str] = []
+        self._container: av.container.OutputContainer | None = None
+        self._stream = None
+        self._bytes = 0
+        self._last_dts: int | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self._container is not None
+
+    def open(self, path: str, template) -> None:
+        """A new clip at `path` whose stream copies `template`'s parameters."""
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self.path = path
+        self._container = av.open(path, "w", options=mp4_options(fragmented=True))
+        if self.on_file is not None:
+            self.on_file(path)
+        self._stream = self._container.add_stream_from_template(template)
+        self._last_dts = None
+        self._bytes = 0
+
+    def write(self, held: Held) -> None:
+        if self._container is None:  # ended at max_mb
+            return
+        if held.dts is not None and self._last_dts is not None and held.dts <= self._last_dts:
+            return  # already in the clip (the ring and the live packets overlap at the start)
+        if self._bytes + len(held.data) > self.max_bytes:
+            log.info("clip %s reached clips.max_mb (%g MB): it ends there", self.path, self.max_bytes / 1e6)
+            self.finish()
+            return
+        packet = held.packet()
+        packet.stream = self._stream
+        self._container.mux(packet)
+        self._bytes += len(held.data)
+        self._last_dts = held.dts
+
+    def finish(self) -> None:
+        if self._container is None:
+            return
+        try:
+            self._container.close()
+            self.written.append(self.path)
+        except Exception as e:  # a clip is evidence, not the video: the camera goes on
+            log.warning("clip %s could not be finished: %s", self.path, e)
+        self._container = None
+
+
 class ClipRecorder:
     """One camera's clips. `stream` is the camera's encoder stream (its codec parameters
     make the clip's stream)."""
@@ -142,9 +197,8 @@ class ClipRecorder:
                  lead_s: float = 0.0, on_file: Callable[[str], None] | None = None):
         self.folder = folder
         self.pre_s = pre_s
-        self.on_file = on_file  # each clip once it exists (the run's record of what it wrote)
         self.post_s = post_s
-        self.max_bytes = max_bytes
+        self.clip = ClipFile(max_bytes, on_file)
         self.ring = PacketRing(pre_s + lead_s, max_bytes // 2)
         self._lock = threading.RLock()
         self._stream = None
@@ -154,17 +208,11 @@ class ClipRecorder:
         self._interrupted: tuple[float, float] | None = None  # (when the video came back, after how long away)
         self._last_decode_s: float | None = None
         self._step_s = 0.0  # the video's frame interval, as its packets came
-        self._clip: av.container.OutputContainer | None = None
-        self._clip_stream = None
-        self._clip_path = ""
-        self._clip_bytes = 0
         self._first_part = ""  # the clip's first file; a size change continues it in its .partN files
         self._part = 0
         self._continues = False  # the clip goes on in its next part at the next packet
         self._end_s = 0.0
-        self._last_dts: int | None = None
         self._ends_after_next = False
-        self.written: list[str] = []
 
     def packet(self, packet: av.Packet, stream) -> None:
         """Every packet the camera's encoder makes, before it is muxed."""
@@ -191,11 +239,11 @@ class ClipRecorder:
                 if held.seconds <= self._end_s:
                     self._part += 1
                     self._open(segment_path(self._first_part, self._part), self.ring.from_keyframe())
-            if self._clip is not None:
+            if self.clip.is_open:
                 if held.seconds > self._end_s:
                     self.close()
                 else:
-                    self._write(held)
+                    self.clip.write(held)
 
     def _new_encoder(self, stream, at_s: float) -> None:
         encoder = _encoder(stream)
@@ -219,8 +267,8 @@ class ClipRecorder:
     def _break(self) -> None:
         """The video breaks here: the ring starts again, a clip under way goes on in its next part."""
         self.ring.clear()
-        if self._clip is not None:
-            self._finish()
+        if self.clip.is_open:
+            self.clip.finish()
             self._continues = True
 
     def event(self, name: str, at_s: float | None = None) -> ClipRef:
@@ -231,8 +279,8 @@ class ClipRecorder:
                 self._ends_after_next = True
             else:
                 self._end_s = max(self._end_s, at_s + self.post_s)
-            if self._clip is not None:
-                return ClipRef(self._clip_path)
+            if self.clip.is_open:
+                return ClipRef(self.clip.path)
             held = self.ring.from_keyframe(None if at_s is None else at_s - self.pre_s)
             if self._stream is None or not held:
                 why = "nothing encoded yet" if self._stream is None else \
@@ -244,8 +292,8 @@ class ClipRecorder:
             at = _next_packet_s(held) if at_s is None else at_s
             pre = at - held[0].seconds
             if pre >= self.pre_s - 1e-6:
-                return ClipRef(self._clip_path)
-            return ClipRef(self._clip_path, round(pre, 3), self._shortened(at))
+                return ClipRef(self.clip.path)
+            return ClipRef(self.clip.path, round(pre, 3), self._shortened(at))
 
     def _shortened(self, at: float) -> str:
         """Why the pre-roll is shorter than `pre_s`: the latest of what cut it."""
@@ -261,53 +309,25 @@ class ClipRecorder:
 
     def _open(self, path: str, held: list[Held], until: float | None = None) -> None:
         """A clip from `held`, up to `until` (a recording's packets may reach past the clip's end already)."""
-        os.makedirs(self.folder, exist_ok=True)
-        self._clip_path = path
-        self._clip = av.open(path, "w", options=mp4_options(fragmented=True))
-        if self.on_file is not None:
-            self.on_file(path)
-        self._clip_stream = self._clip.add_stream_from_template(self._stream)
-        self._last_dts = None
-        self._clip_bytes = 0
+        self.clip.open(path, self._stream)
         for h in held:
             if until is not None and h.seconds > until:
                 self.close()
                 return
-            self._write(h)
-
-    def _write(self, held: Held) -> None:
-        if self._clip is None:  # ended at max_mb
-            return
-        if held.dts is not None and self._last_dts is not None and held.dts <= self._last_dts:
-            return  # already in the clip (the ring and the live packets overlap at the start)
-        if self._clip_bytes + len(held.data) > self.max_bytes:
-            log.info("clip %s reached clips.max_mb (%g MB): it ends there", self._clip_path, self.max_bytes / 1e6)
-            self._finish()
-            return
-        packet = held.packet()
-        packet.stream = self._clip_stream
-        self._clip.mux(packet)
-        self._clip_bytes += len(held.data)
-        self._last_dts = held.dts
+            self.clip.write(h)
 
     @property
     def open_file(self) -> str | None:
         """The clip being written (retention must leave it)."""
-        return self._clip_path if self._clip is not None else None
+        return self.clip.path if self.clip.is_open else None
+
+    @property
+    def written(self) -> list[str]:
+        return self.clip.written
 
     def close(self) -> None:
         """Finish the clip under way (the camera ended, or its post-event time is over)."""
         with self._lock:
             self._end_s = 0.0
             self._continues = False
-            self._finish()
-
-    def _finish(self) -> None:
-        if self._clip is None:
-            return
-        try:
-            self._clip.close()
-            self.written.append(self._clip_path)
-        except Exception as e:  # a clip is evidence, not the video: the camera goes on
-            log.warning("clip %s could not be finished: %s", self._clip_path, e)
-        self._clip = None
+            self.clip.finish()
