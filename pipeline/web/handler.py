@@ -12,20 +12,17 @@ from __future__ import annotations
 import json
 import logging
 import urllib.parse
-from pathlib import Path
 
 from prometheus_client import generate_latest
 
 from pipeline.errors import one_line
 from pipeline.redact import redact_data
 from pipeline.sinks.preview import Picture
-from pipeline.web import camera_api, evidence, recordings, reload_api, tuning
+from pipeline.web import camera_api, evidence, pages, recordings, reload_api, tuning
 from pipeline.web.admission import AdmittedHandler
-from pipeline.web.auth import is_token, set_cookie
 
 log = logging.getLogger("pipeline.web")
 
-PAGE = (Path(__file__).parent / "page.html").read_text(encoding="utf-8").encode()
 GONE = (ConnectionError, TimeoutError)  # the client closed, reset or stopped reading
 MAX_VIEWER = 32  # characters of a page's name for itself (`?viewer=`) that are kept
 
@@ -81,8 +78,8 @@ class Handler(AdmittedHandler):
         if request is None:
             return
         path, query, token = request
-        if path == "/":
-            self.page(token)
+        if path in pages.FILES:
+            pages.serve(self, path, token)
         elif path == "/api/cameras":
             self.send(200, json.dumps(redact_data(self.app.api_snapshot())).encode(), "application/json")
         elif path.startswith("/api/motion/"):
@@ -126,12 +123,6 @@ class Handler(AdmittedHandler):
             return
         events = self.app.events(max(1, min(limit, 200)), after)
         self.send(200, json.dumps({"events": redact_data(events)}).encode(), "application/json")
-
-    def page(self, token: str) -> None:
-        """The page; opened with the right `?token=`, it also gets the cookie its own requests use."""
-        configured = self.app.config.token
-        headers = {"Set-Cookie": set_cookie(configured)} if configured and is_token(token, configured) else {}
-        self.send(200, PAGE, "text/html; charset=utf-8", headers)
 
     def known(self, camera: str) -> bool:
         if camera in self.app.cameras():
