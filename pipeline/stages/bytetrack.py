@@ -63,6 +63,8 @@ _EDGE = 0.02        # a box this close to the picture's edge (share of its width
 _TENTATIVE_REACH = 0.5  # per frame skipped, each side: a box grown to its size times the frames between sightings
 _MAX_REACH = 1.0        # ... at most (3 frames between runs)
 _LOST_REACH = 0.1       # per update unseen, each side: a lost track's last box grown for a take-over
+_NO_ROWS = np.zeros(0, np.int64)
+_NO_ROWS.flags.writeable = False
 
 
 def assign(sim: np.ndarray, threshold: float, weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -82,26 +84,42 @@ def assign(sim: np.ndarray, threshold: float, weight: np.ndarray | None = None) 
 
 
 def reupdate(seen: np.ndarray, seen_mean: np.ndarray, seen_cov: np.ndarray, obs: np.ndarray,
-             steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """OC-SORT's re-update of a track found again: from its filter at its last box `seen`,
-    one virtual box a frame along the straight path to the new box `obs`."""
-    mean, cov = seen_mean[None], seen_cov[None]
-    for k in range(1, steps + 1):
-        mean, cov = motion.predict(mean, cov)
-        mean, cov = motion.update(mean, cov, (seen + (obs - seen) * (k / steps))[None])
-    return mean[0], cov[0]
+             steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """OC-SORT's re-update of tracks found again (rows): each from its filter at its last box
+    `seen`, one virtual box a frame along the straight path to its new box `obs` over its
+    `steps` frames; all the tracks still on their path take each step together."""
+    mean, cov = seen_mean.copy(), seen_cov.copy()
+    for k in range(1, int(steps.max()) + 1):
+        on = np.nonzero(steps >= k)[0]
+        m, c = motion.predict(mean[on], cov[on])
+        path = seen[on] + (obs[on] - seen[on]) * (k / steps[on])[:, None]
+        mean[on], cov[on] = motion.update(m, c, path)
+    return mean, cov
 
 
 def buffered_iou(a: np.ndarray, b: np.ndarray, grow: np.ndarray) -> np.ndarray:
     """IoU of every box in `a` with every box in `b`, both grown on each side by `grow`
     (per row of `a`) of their own width and height."""
-    def grown(boxes: np.ndarray, k: float) -> np.ndarray:
-        boxes = boxes.astype(np.float64)
-        w, h = (boxes[:, 2] - boxes[:, 0]) * k, (boxes[:, 3] - boxes[:, 1]) * k
-        return np.stack([boxes[:, 0] - w, boxes[:, 1] - h, boxes[:, 2] + w, boxes[:, 3] + h], axis=1)
+    def grown(boxes: np.ndarray) -> np.ndarray:
+        size = boxes[..., 2:] - boxes[..., :2]
+        return boxes + np.concatenate([-size, size], axis=-1) * k
 
-    rows = [iou_matrix(grown(a[i:i + 1], k), grown(b, k))[0] for i, k in enumerate(grow)]
-    return np.stack(rows) if rows else np.zeros((0, len(b)))
+    k = np.asarray(grow, np.float64)[:, None, None]
+    a = grown(a.astype(np.float64)[:, None, :])  # [n, 1, 4]
+    b = grown(b.astype(np.float64)[None, :, :])  # [n, m, 4]: b grown as each row of `a` asks
+    wh = np.maximum(np.minimum(a[..., 2:], b[..., 2:]) - np.maximum(a[..., :2], b[..., :2]), 0.0)
+    inter = wh[..., 0] * wh[..., 1]
+    union = (a[..., 2] - a[..., 0]) * (a[..., 3] - a[..., 1]) + (b[..., 2] - b[..., 0]) * (b[..., 3] - b[..., 1]) - inter
+    return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
+
+
+def _of_class(sim: np.ndarray, same: np.ndarray | None, rows: np.ndarray | None = None,
+              cols: np.ndarray | None = None) -> np.ndarray:
+    """`sim` where its pair is of one class (`same`, of all tracks and detections; of
+    `rows` and `cols` where given), else 0; all of it where classes do not matter (None)."""
+    if same is None:
+        return sim
+    return np.where(same if rows is None else same[np.ix_(rows, cols)], sim, 0.0)
 
 
 def at_edge(boxes: np.ndarray, size: tuple[float, float] | None) -> np.ndarray:
@@ -120,9 +138,11 @@ def take_over(t: Tracks, new: np.ndarray, matched: np.ndarray, updates: int, siz
     `updates`: one born after the lost one was last seen, of its class, on its predicted
     box now or with its first box on the lost one's last box (both grown by how far it may
     have gone unseen); the lost one not last seen at the edge of the picture (`size`)."""
+    if not len(new):
+        return _NO_ROWS
     lost = np.nonzero((t.state == TrackState.LOST) & ~matched)[0]
-    if not len(new) or not len(lost):
-        return np.zeros(0, np.int64)
+    if not len(lost):
+        return _NO_ROWS
     reach = np.minimum(_LOST_REACH * t.missed[lost], _MAX_REACH)  # as far as it may have gone unseen
     sim = np.maximum(iou_matrix(t.seen[new], motion.to_xyxy(t.mean[lost])),
                      buffered_iou(t.seen[lost], t.first[new], reach).T)
@@ -160,9 +180,10 @@ class ByteTracker:
         self.updates += 1
         self._predict()
         active = np.ones(len(self.tracks), bool) if held is None else ~held
+        boxes = boxes.astype(np.float64)
         rows, dets = self._associate(boxes, scores, classes, active)
         tentative = self.tracks.state[rows] == TrackState.TENTATIVE
-        self._correct(rows, boxes[dets].astype(np.float64), scores[dets])
+        self._correct(rows, boxes[dets], scores[dets])
         matched = np.zeros(len(self.tracks), bool)
         matched[rows] = True
         confirmed = rows[tentative & (self.tracks.state[rows] == TrackState.TRACKED)]
@@ -189,45 +210,43 @@ class ByteTracker:
         if len(t):
             t.mean, t.cov = motion.predict(t.mean, t.cov)
 
-    def _similarity(self, t: np.ndarray, d: np.ndarray, boxes: np.ndarray, classes: np.ndarray,
-                    track_boxes: np.ndarray | None = None, reach: np.ndarray | None = None) -> np.ndarray:
-        """IoU of tracks `t` (their predicted boxes, or `track_boxes`) with detections `d`;
-        with `reach` (per track), the buffered IoU of boxes grown by it."""
-        if not len(t) or not len(d):
-            return np.zeros((len(t), len(d)))
-        ours = motion.to_xyxy(self.tracks.mean[t]) if track_boxes is None else track_boxes
-        sim = iou_matrix(ours, boxes[d]) if reach is None or not reach.any() else buffered_iou(ours, boxes[d], reach)
-        if self.spec.class_aware:
-            sim = np.where(self.tracks.class_id[t][:, None] == classes[d][None, :], sim, 0.0)
-        return sim
-
     def _associate(self, boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray,
                    active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The matched (track row, detection row) pairs of the four passes, of the `active` tracks."""
+        """The matched (track row, detection row) pairs of the four passes, of the `active`
+        tracks; one IoU matrix of every track's predicted box with every detection serves
+        the passes on predicted boxes."""
         s, t = self.spec, self.tracks
-        high = np.nonzero(scores >= s.high_threshold)[0]
-        low = np.nonzero(scores < s.high_threshold)[0]
+        if not len(t) or not len(boxes):
+            return _NO_ROWS, _NO_ROWS
+        same = t.class_id[:, None] == classes[None, :] if s.class_aware else None  # pairs of one class
+        pred = motion.to_xyxy(t.mean)
+        iou = _of_class(iou_matrix(pred, boxes), same)
+        strong = scores >= s.high_threshold
+        high, low = np.nonzero(strong)[0], np.nonzero(~strong)[0]
         confirmed = np.nonzero((t.state != TrackState.TENTATIVE) & active)[0]
-        sim = self._similarity(confirmed, high, boxes, classes) * scores[high][None, :]
-        r, first = assign(sim, s.match_iou, _LOST_DECAY ** t.missed[confirmed])
+        r, first = assign(iou[np.ix_(confirmed, high)] * scores[high], s.match_iou, _LOST_DECAY ** t.missed[confirmed])
         rows, dets = [confirmed[r]], [high[first]]
         rest = np.delete(confirmed, r)
-        r, c = assign(self._similarity(rest, low, boxes, classes), s.low_match_iou)
+        r, c = assign(iou[np.ix_(rest, low)], s.low_match_iou)
         rows.append(rest[r])
         dets.append(low[c])
         rest = np.delete(rest, r)
         rest = rest[t.missed[rest] == 0]
         left = np.delete(high, first)
-        r, c = assign(self._similarity(rest, left, boxes, classes, t.seen[rest]) * scores[left][None, :], s.match_iou)
-        rows.append(rest[r])
-        dets.append(left[c])
-        left = np.delete(left, c)
+        if len(rest) and len(left):  # on their last box
+            sim = _of_class(iou_matrix(t.seen[rest], boxes[left]), same, rest, left)
+            r, c = assign(sim * scores[left], s.match_iou)
+            rows.append(rest[r])
+            dets.append(left[c])
+            left = np.delete(left, c)
         tentative = np.nonzero((t.state == TrackState.TENTATIVE) & active)[0]
-        reach = np.minimum(_TENTATIVE_REACH * (self.frames - t.seen_at[tentative] - 1), _MAX_REACH)  # frames skipped
-        r, c = assign(self._similarity(tentative, left, boxes, classes, reach=reach) * scores[left][None, :],
-                      s.confirm_iou)
-        rows.append(tentative[r])
-        dets.append(left[c])
+        if len(tentative) and len(left):
+            reach = np.minimum(_TENTATIVE_REACH * (self.frames - t.seen_at[tentative] - 1), _MAX_REACH)  # frames skipped
+            sim = (_of_class(buffered_iou(pred[tentative], boxes[left], reach), same, tentative, left) if reach.any()
+                   else iou[np.ix_(tentative, left)])
+            r, c = assign(sim * scores[left], s.confirm_iou)
+            rows.append(tentative[r])
+            dets.append(left[c])
         return np.concatenate(rows), np.concatenate(dets)
 
     def _correct(self, rows: np.ndarray, obs: np.ndarray, obs_scores: np.ndarray) -> None:
@@ -237,9 +256,10 @@ class ByteTracker:
         if not len(rows):
             return
         mean, cov = motion.update(t.mean[rows], t.cov[rows], obs)
-        for k in np.nonzero(t.missed[rows] > 0)[0]:
-            r = rows[k]
-            mean[k], cov[k] = reupdate(t.seen[r], t.seen_mean[r], t.seen_cov[r], obs[k], self.frames - int(t.seen_at[r]))
+        back = np.nonzero(t.missed[rows] > 0)[0]
+        if len(back):
+            r = rows[back]
+            mean[back], cov[back] = reupdate(t.seen[r], t.seen_mean[r], t.seen_cov[r], obs[back], self.frames - t.seen_at[r])
         t.mean[rows], t.cov[rows] = mean, cov
         t.seen[rows], t.seen_mean[rows], t.seen_cov[rows], t.seen_at[rows] = obs, mean, cov, self.frames
         t.missed[rows] = 0

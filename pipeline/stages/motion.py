@@ -11,7 +11,14 @@ import numpy as np
 
 _POS = 1.0 / 20   # position noise per unit of height
 _VEL = 1.0 / 160  # velocity noise per unit of height
-_DIAG = np.arange(8)
+_EYE4, _EYE8 = np.eye(4), np.eye(8)
+# a filter's noise, standard deviations: height times the scale, plus the floor (the aspect's)
+_INIT_SCALE = np.array([2 * _POS, 2 * _POS, 0, 2 * _POS, 10 * _VEL, 10 * _VEL, 0, 10 * _VEL])
+_INIT_FLOOR = np.array([0, 0, 1e-2, 0, 0, 0, 1e-5, 0])
+_STEP_SCALE = np.array([_POS, _POS, 0, _POS, _VEL, _VEL, 0, _VEL])
+_STEP_FLOOR = np.array([0, 0, 1e-2, 0, 0, 0, 1e-5, 0])
+_BOX_SCALE = np.array([_POS, _POS, 0, _POS])
+_BOX_FLOOR = np.array([0, 0, 1e-1, 0])
 
 
 def to_xyah(xyxy: np.ndarray) -> np.ndarray:
@@ -30,34 +37,26 @@ def initiate(xyxy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Filters starting at these boxes, at rest, with a wide velocity uncertainty."""
     z = to_xyah(xyxy)
     mean = np.concatenate([z, np.zeros_like(z)], axis=1)
-    h = z[:, 3:4]
-    std = np.concatenate([2 * _POS * h, 2 * _POS * h, np.full_like(h, 1e-2), 2 * _POS * h,
-                          10 * _VEL * h, 10 * _VEL * h, np.full_like(h, 1e-5), 10 * _VEL * h], axis=1)
-    cov = np.zeros((len(z), 8, 8))
-    cov[:, np.arange(8), np.arange(8)] = std ** 2
-    return mean, cov
+    std = z[:, 3:4] * _INIT_SCALE + _INIT_FLOOR
+    return mean, (std ** 2)[:, :, None] * _EYE8
 
 
 def predict(mean: np.ndarray, cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One step ahead: position += velocity (F P F^T written out, F = [[I, I], [0, I]])."""
-    h = mean[:, 3:4]
-    q = np.concatenate([_POS * h, _POS * h, np.full_like(h, 1e-2), _POS * h,
-                        _VEL * h, _VEL * h, np.full_like(h, 1e-5), _VEL * h], axis=1) ** 2
+    q = (mean[:, 3:4] * _STEP_SCALE + _STEP_FLOOR) ** 2
     mean = mean.copy()
     mean[:, :4] += mean[:, 4:]
     cov = cov.copy()
     cov[:, :4, :] += cov[:, 4:, :]
     cov[:, :, :4] += cov[:, :, 4:]
-    cov[:, _DIAG, _DIAG] += q
+    cov += q[:, :, None] * _EYE8
     return mean, cov
 
 
 def update(mean: np.ndarray, cov: np.ndarray, xyxy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The filters corrected by one observed box each."""
-    h = mean[:, 3]
-    r = np.column_stack([_POS * h, _POS * h, np.full_like(h, 1e-1), _POS * h]) ** 2
-    s = cov[:, :4, :4].copy()
-    s[:, np.arange(4), np.arange(4)] += r
+    r = (mean[:, 3:4] * _BOX_SCALE + _BOX_FLOOR) ** 2
+    s = cov[:, :4, :4] + r[:, :, None] * _EYE4
     pht = cov[:, :, :4]
     gain = np.linalg.solve(s, pht.transpose(0, 2, 1)).transpose(0, 2, 1)  # P H^T S^-1 (S symmetric)
     innovation = to_xyah(xyxy) - mean[:, :4]

@@ -3,14 +3,16 @@ read and write all at once (one Kalman call for every track, one IoU matrix a pa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import IntEnum
 
 import numpy as np
 
 from pipeline.stages import motion
 
 
-class TrackState(IntEnum):
+class TrackState:
+    """A track's state (`Tracks.state`): plain ints, which a column compares with at numpy's
+    speed (an enum member costs numpy a few attribute look-ups at every comparison)."""
+
     TENTATIVE = 0  # seen, not yet confirmed; dropped at its second miss in a row
     TRACKED = 1    # matched on the last update
     LOST = 2       # unmatched on the last `missed` updates; kept up to `max_age` to be found again
@@ -57,7 +59,7 @@ class Tracks:
         for name in self.__dataclass_fields__:
             setattr(self, name, getattr(self, name)[rows])
 
-    def add(self, ids: np.ndarray, class_id: np.ndarray, state: TrackState, boxes: np.ndarray,
+    def add(self, ids: np.ndarray, class_id: np.ndarray, state: int, boxes: np.ndarray,
             scores: np.ndarray, need: np.ndarray, update: int, frame: int) -> None:
         mean, cov = motion.initiate(boxes)
         new = dict(id=ids, class_id=class_id, state=np.full(len(ids), state, np.int8),
