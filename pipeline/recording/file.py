@@ -28,14 +28,23 @@ def options_for(ext: str) -> dict[str, str]:
     return FRAGMENTED if ext in (".mp4", ".mov") else {}
 
 
-_REFUSALS: dict[tuple[str, str, str], str | None] = {}
+_REFUSALS: dict[tuple, str | None] = {}
+
+
+def shape(stream) -> tuple:
+    """What of a stream a container may refuse besides its codec: its picture size or
+    sound, its parameter sets."""
+    ctx = stream.codec_context
+    sound = (ctx.sample_rate, ctx.channels) if stream.type == "audio" else (ctx.width, ctx.height)
+    return (*sound, bytes(ctx.extradata or b""))
 
 
 def refusal(ext: str, stream, codec: str) -> str | None:
     """Why a file of this extension cannot hold `stream` (of `codec`; None: it can), found
-    once per kind of stream on an empty file in memory: some refusals come only when the
-    header is written (PCM audio in MP4)."""
-    key = (ext, stream.type, codec)
+    once per kind of stream (its codec and `shape`: one camera's odd stream never answers
+    for another's) on an empty file in memory: some refusals come only when the header is
+    written (PCM audio in MP4)."""
+    key = (ext, stream.type, codec, shape(stream))
     if key not in _REFUSALS:
         try:
             with av.open(io.BytesIO(), "w", format=FORMATS[ext], options=options_for(ext)) as probe:

@@ -123,6 +123,10 @@ class Recording:
             if self._behind:
                 self.stats.dropped += 1
             return
+        if key and not link.describe(bytes(packet)):
+            say_once(self._said, self.camera, "its stream says no picture size and a keyframe did not show one: "
+                                              "waiting for a keyframe that does")
+            return
         if self._queue.full():
             self._drop(link, pts)
             return

@@ -28,6 +28,7 @@ from typing import Callable
 import av
 
 from pipeline.recording.file import check_holds
+from pipeline.recording.keyframe_params import described
 from pipeline.recording.segments import SegmentClock
 
 HOLD = 16  # packets of a connection held back at most while they have a pts but no dts yet
@@ -82,14 +83,12 @@ class Link:
         self.step = max(1, round(1 / (rate * self.time_base)))
         self.codec = video.codec_context.name
         self.audio_codec = audio.codec_context.name if audio is not None else ""
-        self.width, self.height = video.width, video.height
-        self.params = (self.codec, self.width, self.height, bytes(video.codec_context.extradata or b""),
-                       self.time_base)
         # the streams' parameters, kept in a container of their own: the writer and the
         # clips make their streams from them after the connection has closed
-        self._holder = av.open(io.BytesIO(), "w", format="null")  # takes any codec
-        self.video = self._holder.add_stream_from_template(video)
-        self.audio = self._holder.add_stream_from_template(audio) if audio is not None else None
+        self._holders = [av.open(io.BytesIO(), "w", format="null")]  # takes any codec
+        self.video = self._holders[0].add_stream_from_template(video)
+        self._describe(self.video)
+        self.audio = self._holders[0].add_stream_from_template(audio) if audio is not None else None
         self.offset: int | None = None  # set at its first keyframe
         self.audio_offset = 0
         self.last_dts: int | None = None
@@ -97,6 +96,27 @@ class Link:
         self.held: list = []  # packets with a pts and no dts yet
         self.audio_waiting: list = []  # audio packets before its first keyframe
         self.stepping = False  # timed by the frame rate
+
+    def _describe(self, video) -> None:
+        self.video = video
+        self.width, self.height = video.width, video.height
+        self.params = (self.codec, self.width, self.height, bytes(video.codec_context.extradata or b""),
+                       self.time_base)
+
+    @property
+    def described(self) -> bool:
+        """Whether the stream's parameters say its picture size."""
+        return self.width > 0 and self.height > 0
+
+    def describe(self, keyframe: bytes) -> bool:
+        """A stream opened without its picture size (`keyframe_params`) takes it, and its
+        parameter sets, from a keyframe; whether it has them now."""
+        if not self.described:
+            found = described(self.video, self.codec, keyframe)
+            if found is not None:
+                self._holders.append(found[1])
+                self._describe(found[0])
+        return self.described
 
     def repair(self, packet) -> list[tuple[object, int, int]]:
         """The (packet, pts, dts) ready to go on, for a packet whose timestamps are
