@@ -123,7 +123,8 @@ class Pipeline:
         self.stages = [STAGES[type(spec)].from_spec(spec, ctx) for spec in cfg.graph]
         self.sink = SinkStage(cfg.outputs, self.metrics, self.control, Capacity(self.plan.cores),
                               cfg.runtime.queue_size, self.side.evidence, self.side.preview, self.side.index,
-                              self.side.views, on_frame=None if self.side.home is None else self.side.home.frame)
+                              self.side.views, on_frame=None if self.side.home is None else self.side.home.frame,
+                              store=self.side.store)
         for a, b in zip(self.stages, [*self.stages[1:], self.sink]):
             a.emit = b.accept
         self.stages.append(self.sink)

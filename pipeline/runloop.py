@@ -2,8 +2,8 @@
 graph (a `Pipeline`, or the cluster's driver) through `run()`, so the progress line, the
 signals, the summary, the report and the exit status mean the same everywhere.
 
-Exit status: 0 done; 1 every camera failed, an output could not be written, or an event
-or an event's picture was lost; 2 bad configuration or a start-up failure
+Exit status: 0 done; 1 every camera failed, an output could not be written, or an event,
+an event's picture or a store record was lost; 2 bad configuration or a start-up failure
 (`StartupError`: a port in use, an output folder held by another run); 130 interrupted
 by Ctrl-C (SIGINT) or aborted by a second signal (outputs finalised). A stop asked for by
 SIGTERM is how a service manager ends a run: once drained it ends as a run that reached
@@ -69,8 +69,8 @@ def exit_status(snap: Snapshot, outputs_failed: dict[str, str], interrupted: boo
     if interrupted:
         return INTERRUPTED
     cams = snap.cameras.values()
-    snapshots_lost = any(c.snapshots_lost for c in cams)
-    if outputs_failed or snap.events_lost or snapshots_lost or (cams and all(c.state == "failed" for c in cams)):
+    pictures_or_rows_lost = any(c.snapshots_lost or c.store_lost for c in cams)
+    if outputs_failed or snap.events_lost or pictures_or_rows_lost or (cams and all(c.state == "failed" for c in cams)):
         return FAILED
     return DONE
 

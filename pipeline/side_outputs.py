@@ -1,6 +1,7 @@
 """What the sink feeds besides each camera's files, for the whole run: the event
 destinations, the events' evidence (snapshots, clips) and the live page's recent
-events, the disk budget, and the live view with its web server; each only where the
+events, the store (every track, event, segment and count), the disk budget (which the
+store follows), and the live view with its web server; each only where the
 config asks for it. Which frames are shown, and in what picture (`Views`), follows from
 the video's settings and the live view's viewers. The graph starts, aborts and closes
 them with the run."""
@@ -18,6 +19,7 @@ from pipeline.sinks.preview import Preview
 from pipeline.sinks.retention import OutputRetention
 from pipeline.sinks.views import Views, annotates
 from pipeline.sinks.written import WrittenIndex
+from pipeline.store.opening import store_writer
 from pipeline.web.recordings import RecordingFiles
 from pipeline.web.server import WebServer
 
@@ -67,9 +69,11 @@ class SideOutputs:
         self.evidence = EventEvidence(out.dir, out.events, self.events, self.recent,
                                       on_lost=pipeline.metrics.snapshot_lost, on_file=self.index.add,
                                       picture=self.views.snapshot)
+        self.store = store_writer(out, lambda cam, n: pipeline.metrics.lost(cam, "store", n),
+                                  str(pipeline.config.base_dir))
         self.retention = OutputRetention(
             out, lambda path: pipeline.is_open(path) or self.evidence.is_open(path), pipeline.metrics,
-            self.index, cameras=pipeline.cameras_written)
+            self.index, cameras=pipeline.cameras_written, on_removed=self.store.forget if self.store else None)
         self.web: WebServer | None = None
         if out.web is not None and self.preview is not None:
             control = CameraControl(pipeline, pipeline.config) if out.web.control else None
@@ -79,7 +83,7 @@ class SideOutputs:
                                  recordings=recordings, annotated=annotates(pipeline.config))
 
     def start(self) -> None:
-        for part in (self.events, self.home, self.evidence, self.retention, self.web):
+        for part in (self.store, self.events, self.home, self.evidence, self.retention, self.web):
             if part is not None:
                 part.start()
 
@@ -92,6 +96,6 @@ class SideOutputs:
 
     def close(self) -> None:
         """The evidence first (its snapshots deliver events), then the destinations."""
-        for part in (self.evidence, self.events, self.home, self.web, self.preview, self.retention):
+        for part in (self.evidence, self.events, self.home, self.web, self.preview, self.retention, self.store):
             if part is not None:
                 part.close()

@@ -266,6 +266,42 @@ class EventsConfig:
                                          doc="a budget for `events/` (snapshots, clips): oldest removed first")
 
 
+def store_url_problem(v: str) -> str | None:
+    return None if re.match(r"postgres(ql)?://", v) else "must be a PostgreSQL URL (postgresql://user@host/db)"
+
+
+@dataclass(kw_only=True)
+class StoreConfig:
+    enabled: bool = option(True, doc="keep every track, event, recording segment and per-minute count in a "
+                                     "database (`false` for the section: off)")
+    path: str = option("store.db", doc="the SQLite file, relative to `outputs.dir`")
+    url: str | None = option(None, check=store_url_problem, shown="SQLite at `path`",
+                             doc="a PostgreSQL server instead (`postgresql://user:pass@host/db`): several hosts, "
+                                 "one store")
+    queue: int = option(10000, check=within(16, 1_000_000),
+                        doc="frames waiting for the store's writer; a full queue drops them, counted lost")
+    flush_s: float = option(0.5, check=within(0.05, 10), doc="rows are written in one transaction this often")
+    buffer_s: float = option(30.0, check=within(0, 3600),
+                             doc="rows the database refused (PostgreSQL away, a full disk) are tried again for "
+                                 "this long, then counted lost")
+    max_days: float | None = option(None, check=positive, shown="keep all",
+                                    doc="tracks and events older than this leave the store")
+    counts_max_days: float | None = option(None, check=positive, shown="keep all",
+                                           doc="per-minute counts older than this leave the store")
+
+    def finish(self, r: Reader, path: str) -> None:
+        if self.max_days is not None and self.counts_max_days is not None and self.counts_max_days < self.max_days:
+            r.problem(f"{path}.counts_max_days", f"must be at least max_days ({self.max_days:g}): "
+                      "counts are kept longest")
+
+
+def read_store(r: Reader, raw: Any, where: str) -> StoreConfig | Any:
+    """`outputs.store: false` turns the store off (`true`: its defaults); a mapping sets its keys."""
+    if isinstance(raw, bool):
+        return StoreConfig(enabled=raw)
+    return r.record(StoreConfig, raw, where)
+
+
 def read_folder(r: Reader, raw: Any, where: str) -> str | Any:
     """A folder relative to the config, made absolute: one meaning, whichever folder the
     command runs from."""
@@ -286,6 +322,8 @@ class OutputsConfig:
     retain: RetainConfig | None = option(None, shown="keep all",
                                          doc="a budget for the videos and JSON lines (not `events/`): the oldest "
                                              "finished segments are removed first, never an open one")
+    store: StoreConfig = option(factory=StoreConfig, read=read_store,
+                                doc="the store of tracks, events, recording segments and counts (`false`: off)")
 
     def finish(self, r: Reader, path: str) -> None:
         """The default folder sits beside the config like a given one, never in the working

@@ -65,6 +65,8 @@ def _camera_metrics(cams: dict[str, CameraSnapshot]) -> Iterator[Metric]:
                    "encoder failed)", ["camera"], [([c], v.video_frames_lost) for c, v in cams.items()])
     yield _counter("pipeline_camera_jsonl_lines_lost", "JSON lines a camera's output could not write", ["camera"],
                    [([c], v.jsonl_lines_lost) for c, v in cams.items()])
+    yield _counter("pipeline_camera_store_lost", "Frame records and rows the store could not keep per camera",
+                   ["camera"], [([c], v.store_lost) for c, v in cams.items()])
     yield _counter("pipeline_camera_detector_runs", "Frames the detector ran on per camera", ["camera"],
                    [([c], v.detector.runs) for c, v in cams.items()])
     yield _counter("pipeline_camera_frames_gated", "Frames of the detection rate left out for want of motion",

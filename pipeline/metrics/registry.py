@@ -46,6 +46,7 @@ class CameraStats:
     output_errors: dict[str, str] = field(default_factory=dict)  # output (video, jsonl) -> why it stopped
     video_frames_lost: int = 0  # frames its video does not hold (a full disk, a failed encoder)
     jsonl_lines_lost: int = 0  # JSON lines not written
+    store_lost: int = 0  # frames' records and rows the store could not keep (a full queue, a refusing database)
     dropped: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     latency: Histogram = field(default_factory=Histogram)
     state: CameraState = CameraState.STARTING
@@ -98,7 +99,8 @@ class CameraStats:
             recent=recent_of([self.recent], now), counts=self.nested_counts(),
             occupancy=dict(self.occupancy), stationary=dict(self.stationary), segment=self.segment,
             snapshots_lost=self.snapshots_lost, video_frames_lost=self.video_frames_lost,
-            jsonl_lines_lost=self.jsonl_lines_lost, detector=dataclasses.replace(self.detector),
+            jsonl_lines_lost=self.jsonl_lines_lost, store_lost=self.store_lost,
+            detector=dataclasses.replace(self.detector),
             recording=dataclasses.replace(self.recording) if self.recording is not None else None)
 
 
@@ -230,13 +232,11 @@ class Metrics:
             self.camera(cam).dropped[reason] += n
 
     def lost(self, cam: str, output: str, n: int) -> None:
-        """`n` frames (video) or lines (jsonl) a failed output of `cam` could not write."""
+        """`n` frames (video), lines (jsonl) or records (store) an output of `cam` could not write."""
+        field = {"video": "video_frames_lost", "store": "store_lost"}.get(output, "jsonl_lines_lost")
         with self._lock:
             stats = self.camera(cam)
-            if output == "video":
-                stats.video_frames_lost += n
-            else:
-                stats.jsonl_lines_lost += n
+            setattr(stats, field, getattr(stats, field) + n)
 
     def error(self, cam: str, stage: str | None = None) -> None:
         with self._lock:

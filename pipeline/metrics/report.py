@@ -45,7 +45,8 @@ def _notes(c: CameraSnapshot) -> list[str]:
     if c.snapshots_lost:
         notes.append(f"{c.snapshots_lost} snapshot picture(s) LOST")
     lost = [f"{n} {what}" for n, what in ((c.video_frames_lost, "video frame(s)"),
-                                           (c.jsonl_lines_lost, "JSON line(s)")) if n]
+                                           (c.jsonl_lines_lost, "JSON line(s)"),
+                                           (c.store_lost, "store record(s)")) if n]
     if lost:
         notes.append("LOST " + ", ".join(lost))
     if c.detector.predicted:

@@ -97,6 +97,7 @@ class CameraSnapshot:
     snapshots_lost: int = 0  # event pictures (frames, crops) that could not be written
     video_frames_lost: int = 0  # frames its video could not hold (disk full, the encoder failed)
     jsonl_lines_lost: int = 0  # JSON lines its output could not write
+    store_lost: int = 0  # frame records and rows the store could not keep (the JSON lines hold them)
     recording: RecordingStats | None = None
     detector: DetectorCounts = field(default_factory=DetectorCounts)
     host: str | None = None  # on a cluster: where it runs (None: its host died), its node, how often it moved

@@ -70,7 +70,7 @@ class Recording:
         self._hole: list[float] | None = None  # the stretch of the timeline not recorded, open until a keyframe
         self._last_link: Link | None = None
         self._after: tuple | None = None  # where the next connection continues
-        self._links = 0
+        self._link: Link | None = None  # the connection's, the latest
         self._said: set[str] = set()
         self.writer = RecordingWriter(self)
 
@@ -78,15 +78,15 @@ class Recording:
     def connect(self, video, audio, rate) -> Link:
         """A connection (a reconnect, a file's next pass) starts: its packets follow."""
         link = Link(video, audio if self.config.audio else None, rate)
-        if self._links and self.origin is not None:
-            self.stats.gaps += 1
-        self._links += 1
+        self._link = link
         self._skipping = True
         self.writer.start()
         return link
 
     def disconnect(self) -> None:
         """The connection ended: a network camera's recording has a hole until it is back."""
+        if self._link is not None:
+            self._go(self._link, self._link.end_order())
         self.writer.connected = False
         if self.origin is not None and not self._stopped:
             self.stats.state = "reconnecting"
@@ -103,19 +103,21 @@ class Recording:
             if packet.stream_index == link.audio_index:
                 self._audio(packet, link)
             return
-        pts, dts = packet.pts, packet.dts
-        if pts is None or dts is None or link.held or link.stepping or (link.last_dts is not None
-                                                                          and dts <= link.last_dts):
-            for p, pts, dts in link.repair(packet):
+        self._go(link, link.arrived(packet))
+
+    def picture(self, frame, link: Link) -> None:
+        """A picture the connection decoded, before the analysis sees it: where the stream
+        has no timestamps its time comes from its place in display order (`stamps`)."""
+        self._go(link, link.picture(frame))
+
+    def _go(self, link: Link, ready: list) -> None:
+        """The packets whose timestamps are known go on (where they were made, said once)."""
+        for p, pts, dts in ready:
+            if not self._stopped:
                 self._video(p, link, pts, dts)
-            if link.stepping:
-                say_once(self._said, self.camera,
-                         "timestamps missing or not increasing: the recording is timed by the frame rate from here")
-            return
-        link.last_dts = dts
-        if link.max_pts is None or pts > link.max_pts:
-            link.max_pts = pts
-        self._video(packet, link, pts, dts)
+        if link.news:
+            say_once(self._said, self.camera, link.news)
+            link.news = ""
 
     def _video(self, packet, link: Link, pts: int, dts: int) -> None:
         key = packet.is_keyframe
@@ -134,9 +136,10 @@ class Recording:
             segment = self._keyframe(link, pts, dts) if key else None
         except RecordingError as e:  # its container cannot hold the video: found before any row names the file
             return self.failed(e)
-        if self._hole is not None:
+        if self._hole is not None:  # a gap in what was recorded: the recording goes on after it
             self._hole[1] = (pts + link.offset) * link.seconds
             self._hole = None
+            self.stats.gaps += 1
         if self._skipping:
             self.stats.state = "recording"  # from a keyframe: the start, its stream back, the writer caught up
         self._skipping = self._behind = False
@@ -163,7 +166,6 @@ class Recording:
         self.stats.dropped += 1
         self._skipping = self._behind = True
         if self._hole is None and link.offset is not None and self.plan.segments:
-            self.stats.gaps += 1
             self._hole = [(pts + link.offset) * link.seconds, math.inf]
             self.plan.segments[-1].holes.append(self._hole)
             say_once(self._said, self.camera, "the writer fell behind: packets dropped up to the next keyframe")

@@ -7,11 +7,8 @@ holds which stretch of it, and where a frame of the analysis lies in those files
   written (one frame after the last picture, never a decode time that steps back), and
   a network camera's also keeps the wall clock: an outage is a gap in time, never a jump
   back. A file paced as a camera keeps its media time: its loops follow each other.
-- **Timestamps the stream lacks** are made before the packet is decoded, so that the
-  analysis and the recording agree: an RTSP B-frame stream's first packets carry a pts
-  but no dts (held until the first dts shows, then counted back from it); a stream with
-  none at all (a raw `.h264` file) or with timestamps that do not increase is timed by
-  the frame rate from there.
+- **Timestamps the stream lacks or that step back** are made before the packet is decoded
+  (`stamps`), so that the analysis and the recording agree.
 - **Segments** start on a keyframe. Each file starts at 0: its packets are rebased by its
   first packet's dts, so a frame's time in its file is its time on the timeline minus that
   base, the B-frame delay included (what a player shows).
@@ -30,8 +27,8 @@ import av
 from pipeline.recording.file import check_holds
 from pipeline.recording.keyframe_params import described
 from pipeline.recording.segments import SegmentClock
+from pipeline.recording.stamps import Stamps
 
-HOLD = 16  # packets of a connection held back at most while they have a pts but no dts yet
 KEEP_SEGMENTS = 64  # segments `spot` looks into: frames are seconds behind their packets, not hours
 
 
@@ -70,7 +67,7 @@ class Segment:
         return RecordingSpot(self.file, round(t - self.base_s, 6), self.width, self.height)
 
 
-class Link:
+class Link(Stamps):
     """One connection as the recording sees it: its streams (the templates of a segment's
     streams), the offset that puts its timestamps on the recording's timeline, and the
     repair of timestamps it lacks (see the module's docstring)."""
@@ -79,8 +76,8 @@ class Link:
         self.index = video.index
         self.audio_index = audio.index if audio is not None else -1
         self.time_base: Fraction = video.time_base or Fraction(1, 90000)
-        self.seconds = float(self.time_base)  # per tick, for the per-frame arithmetic
-        self.step = max(1, round(1 / (rate * self.time_base)))
+        untimed = bool(video.container.format.flags & av.format.Flags.no_timestamps.value)
+        super().__init__(max(1, round(1 / (rate * self.time_base))), float(self.time_base), untimed)
         self.codec = video.codec_context.name
         self.audio_codec = audio.codec_context.name if audio is not None else ""
         # the streams' parameters, kept in a container of their own: the writer and the
@@ -118,48 +115,6 @@ class Link:
                 self._describe(found[0])
         return self.described
 
-    def repair(self, packet) -> list[tuple[object, int, int]]:
-        """The (packet, pts, dts) ready to go on, for a packet whose timestamps are
-        missing or do not increase (those held before it included, in order)."""
-        pts, dts = packet.pts, packet.dts
-        fresh = dts is not None and (self.last_dts is None or dts > self.last_dts)
-        if not self.stepping and not self.held and fresh and pts is None:
-            return [self._take(packet, dts, dts)]  # a decode time only: shown then
-        if not self.stepping and dts is None and (pts is not None or not self.held) and len(self.held) < HOLD:
-            self.held.append(packet)  # an RTSP stream's first packets: a pts, the dts comes later
-            return []
-        if self.held and fresh and pts is not None:
-            return self._count_back(packet, pts, dts)
-        self.stepping = True
-        out = [self._step(p) for p in [*self.held, packet]]
-        self.held = []
-        return out
-
-    def _take(self, packet, pts: int, dts: int) -> tuple[object, int, int]:
-        """The packet goes on with these times; they are written into it too, before it is
-        decoded, so that its frame gets the same time."""
-        packet.pts, packet.dts = pts, dts
-        self.last_dts = dts
-        self.max_pts = pts if self.max_pts is None else max(self.max_pts, pts)
-        return packet, pts, dts
-
-    def _count_back(self, packet, pts: int, dts: int) -> list[tuple[object, int, int]]:
-        """The held packets get the decode times before this one's, one frame each; a
-        keyframe held without a pts is shown one frame before the earliest picture after it."""
-        held, self.held = self.held, []
-        out = []
-        for i, p in enumerate(held):
-            d = dts - (len(held) - i) * self.step
-            later = [q.pts for q in held[i + 1:] if q.pts is not None] + [pts]
-            shown = max(d, p.pts if p.pts is not None else min(later) - self.step)
-            out.append(self._take(p, shown, d))
-        return out + [self._take(packet, pts, dts)]
-
-    def _step(self, packet) -> tuple[object, int, int]:
-        """Timed by the frame rate from the last decode time (a pts later than that is kept)."""
-        dts = 0 if self.last_dts is None else self.last_dts + self.step
-        return self._take(packet, packet.pts if packet.pts is not None and packet.pts >= dts else dts, dts)
-
     def anchor(self, pts: int, dts: int, after_pts_s: Fraction | None, after_dts_s: Fraction | None,
                wall_s: float | None) -> None:
         """Put this connection on the timeline at its first keyframe: after what was
@@ -185,7 +140,7 @@ class Link:
         if self.offset is None or self.max_pts is None or self.last_dts is None:
             return None
         tb = self.time_base
-        return (self.max_pts + self.offset + self.step) * tb, (self.last_dts + self.offset) * tb
+        return (self.max_pts + self.offset + self.interval) * tb, (self.last_dts + self.offset) * tb
 
 
 class SegmentPlan:

@@ -105,6 +105,12 @@ def show_segment(stats: CameraStats, writer: VideoWriter | None, jsonl: str | No
         stats.segment = os.path.basename(jsonl)
 
 
+def frame_line(files: "CameraOutputs", frame: Frame) -> dict:
+    """The frame's JSON line as a record (`sinks.jsonl.frame_record`), as its camera writes it."""
+    cam = frame.camera
+    return frame_record(frame, files.spot(frame), cam in files.recordings, cam in files.live)
+
+
 class CameraOutputs:
     """Every camera's writers; `write` and `close` of one camera are called from one thread.
     With time segments (`outputs.video.segment_s`, or `{start}` in a file name) a camera's
@@ -167,10 +173,10 @@ class CameraOutputs:
             self.metrics.camera(cam).recording = recording.stats
         self.metrics.outputs_opened(cam)
 
-    def write(self, frame: Frame) -> None:
-        cam = frame.camera
+    def write(self, frame: Frame) -> dict | None:
+        cam, record = frame.camera, None
         if cam in self.fenced:
-            return
+            return None
         picture = self.views.video_picture(frame)  # None: not in the video
         writer = self.video.get(cam)
         seg = self.segments.get(cam)
@@ -188,9 +194,9 @@ class CameraOutputs:
                     self._fail(cam, "video", e)
                     self.metrics.lost(cam, "video", writer.abandon())
             if cam in self.jsonl.writers and self.failures.working(cam, "jsonl"):
-                recorded = cam in self.recordings
                 try:
-                    self.jsonl.write(cam, start, frame_record(frame, self.spot(frame), recorded, cam in self.live))
+                    record = frame_line(self, frame)
+                    self.jsonl.write(cam, start, record)
                 except Fenced:
                     raise
                 except Exception as e:
@@ -199,6 +205,7 @@ class CameraOutputs:
             self._fence(cam, e)
         jsonl = self.outputs.jsonl_path(cam, start) if start is not None else None
         show_segment(self.metrics.camera(cam), writer, jsonl)
+        return record  # its JSON line, where one was made (the store takes it)
 
     def spot(self, frame: Frame) -> RecordingSpot | None:
         """Where the frame lies in its camera's recording (None: no recording, or in none of its files)."""

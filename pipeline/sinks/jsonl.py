@@ -1,10 +1,11 @@
 """Machine-readable metadata: one JSON line per frame.
 
-`{"camera", "seq", "pts", "time", "recording"?, "recording_time"?, "detected", "detections":
+`{"camera", "seq", "pts", "time", "recording"?, "recording_time"?, "detected", "motion"?, "detections":
 [{"box": [x1, y1, x2, y2], "score", "class_id", "class", "predicted", "track"?,
 "stationary"?, "labels"?: {classifier: {"label", "id", "score"}}}], "regions"?, "events"?,
 "errors"?}` with boxes in frame pixels; `detected`: the detector ran on the frame
-(`regions`: on these squares of it only); `predicted`: the box is the tracker's, not the
+(`regions`: on these squares of it only); `motion`: motion was measured and seen on it
+(the store's segment activity); `predicted`: the box is the tracker's, not the
 detector's; `stationary`: its track has not moved for `track.stationary_s`. A recorded
 camera's rows name the recording's file and the frame's time in it (null: in none), and
 its boxes and regions are in the recording's pixels (the main stream's, where a
@@ -86,6 +87,8 @@ def frame_record(frame: Frame, spot: RecordingSpot | None = None, recorded: bool
         record["recording"] = spot.file if spot is not None else None
         record["recording_time"] = spot.time if spot is not None else None
     record["detected"] = frame.detected
+    if frame.plan is not None and frame.plan.motion is not None and len(frame.plan.motion.boxes):
+        record["motion"] = True
     record["detections"] = items
     if frame.plan is not None and frame.plan.regions is not None:
         regions = frame.plan.regions if scale is None else frame.plan.regions * scale

@@ -42,7 +42,8 @@ Owns = Callable[[str, str], bool]  # (path relative to the index's folder, camer
 
 class Retention:
     def __init__(self, root: str, index: WrittenIndex, owns: Owns, max_bytes: int | None, max_age_s: float | None,
-                 is_open: Callable[[str], bool] = lambda path: False, interval_s: float = 10.0):
+                 is_open: Callable[[str], bool] = lambda path: False, interval_s: float = 10.0,
+                 on_removed: Callable[[list[str]], None] | None = None):
         self.root = root
         self.index = index
         self.owns = owns
@@ -50,6 +51,7 @@ class Retention:
         self.max_age_s = max_age_s
         self.is_open = is_open
         self.interval_s = interval_s
+        self.on_removed = on_removed  # the files gone (relative to the index's folder): the store forgets them
         self.stats = RetentionStats()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -71,6 +73,8 @@ class Retention:
             if stat.S_ISREG(st.st_mode):
                 found.append((st.st_mtime, st.st_size, path))
         self.index.removed(gone)
+        if gone and self.on_removed is not None:
+            self.on_removed(gone)
         return sorted(found)
 
     def sweep(self, now: float | None = None) -> list[str]:
@@ -99,7 +103,10 @@ class Retention:
                 self.stats.removed_files += 1
                 self.stats.removed_bytes += size
             self.stats.kept_bytes = total
-            self.index.removed([os.path.relpath(p, self.index.root) for p in removed])
+            relatives = [os.path.relpath(p, self.index.root) for p in removed]
+            self.index.removed(relatives)
+            if relatives and self.on_removed is not None:
+                self.on_removed(relatives)
             self.index.compact()
         if removed:
             log.info("retention: removed %d file(s) (%.1f MB) to stay within the budget", len(removed), freed / 1e6)
@@ -163,10 +170,12 @@ class OutputRetention:
     metrics (`snapshot().retention`). Swept four times per time segment of the shortest
     segments any output writes (the annotated video's or the recordings': every second at
     most, every minute at least), so the folder exceeds its budget by about a segment at
-    most."""
+    most. The files removed are handed to `on_removed` (the store forgets them) in the
+    same sweep."""
 
     def __init__(self, outputs: OutputsConfig, is_open: Callable[[str], bool], metrics: Metrics,
-                 index: WrittenIndex, cameras: Callable[[], Mapping[str, str | None]]):
+                 index: WrittenIndex, cameras: Callable[[], Mapping[str, str | None]],
+                 on_removed: Callable[[list[str]], None] | None = None):
         self.outputs = outputs
         self.cameras = cameras
         self._names: dict[tuple[str, str | None], re.Pattern] = {}
@@ -177,7 +186,8 @@ class OutputRetention:
                                          ("events", outputs.events.retain, os.path.join(outputs.dir, EVENTS),
                                           self._owns_evidence)):
             if retain is not None and (retain.max_gb is not None or retain.max_days is not None):
-                part = Retention(root, index, owns, *limits(retain), is_open=is_open, interval_s=interval)
+                part = Retention(root, index, owns, *limits(retain), is_open=is_open, interval_s=interval,
+                                 on_removed=on_removed)
                 metrics.retention[name] = part.stats
                 self.parts.append(part)
 

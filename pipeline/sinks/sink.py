@@ -1,6 +1,7 @@
 """The last stage: hands each camera's frames to its outputs (`CameraOutputs`: annotated
-video, JSON lines), the live view and the events' evidence and destinations
-(`EventEvidence`), and closes the camera's files when its end-of-stream arrives.
+video, JSON lines), the live view, the events' evidence and destinations
+(`EventEvidence`) and the store (`store.writer`: each frame's record), and closes the
+camera's files when its end-of-stream arrives.
 
 Encoding is the costliest per-frame CPU work after inference, so the sink runs a small
 pool of workers; each camera is pinned to one worker (its frames stay in order, its
@@ -21,10 +22,11 @@ from pipeline.runtime.queues import BoundedQueue, QueueClosed
 from pipeline.runtime.stage import RunControl
 from pipeline.runtime.threads import Capacity
 from pipeline.events.event_evidence import EventEvidence
-from pipeline.sinks.camera_files import CameraOutputs
+from pipeline.sinks.camera_files import CameraOutputs, frame_line
 from pipeline.sinks.preview import Preview
 from pipeline.sinks.views import Views
 from pipeline.sinks.written import WrittenIndex
+from pipeline.store.writer import StoreWriter
 
 log = logging.getLogger("pipeline.sink")
 
@@ -39,12 +41,13 @@ class SinkStage:
     def __init__(self, outputs: OutputsConfig, metrics: Metrics, control: RunControl, capacity: Capacity,
                  queue_size: int, evidence: EventEvidence, preview: Preview | None = None,
                  index: WrittenIndex | None = None, views: Views | None = None,
-                 on_frame: Callable[[Frame], None] | None = None):
+                 on_frame: Callable[[Frame], None] | None = None, store: StoreWriter | None = None):
         self.files = CameraOutputs(outputs, metrics, self.name, index,
                                    views or Views(outputs.video, wants=preview.wants if preview is not None else None))
         self.evidence = evidence  # every event: its snapshot and clip, then the panel and the destinations
         self.preview = preview    # the live view: offered every frame, keeps only watched cameras' newest
         self.on_frame = on_frame  # every frame written, as it stands (Home Assistant's status)
+        self.store = store  # every frame's record, for the store's writer (it never waits)
         self.metrics = metrics
         self.control = control
         self.capacity = capacity
@@ -135,7 +138,9 @@ class SinkStage:
         frame.stamps[self.name] = t0
         if frame.events:  # the evidence paths and the recording's spot go into the events before the JSON line
             self.evidence.frame(frame, self.files.spot(frame))
-        self.files.write(frame)
+        record = self.files.write(frame)
+        if self.store is not None:
+            self.store.offer(record if record is not None else frame_line(self.files, frame))
         if self.preview is not None:
             self.preview.offer(frame)
         if self.on_frame is not None:
@@ -153,6 +158,8 @@ class SinkStage:
             last = not self.pending
         self.files.close(cam, last)
         self.evidence.close_camera(cam)
+        if self.store is not None:
+            self.store.camera_ended(cam)
         with self._lock:
             self.route.pop(cam, None)
             if not self.pending:

@@ -85,10 +85,12 @@ def frame_rate(stream) -> Fraction:
     MP4 whose timestamps are all 0 averages frames over its last frame's duration (120
     frames at 10 fps: 1200 fps), and a raw H.264 stream without timestamps gets the
     demuxer's default of 25. Either is far above the rate the codec declares, while a
-    real camera delivers at most about what its encoder declares.
+    real camera delivers at most about what its encoder declares. A format without
+    timestamps (a raw `.h264` or `.hevc`) has no average worth the name.
     """
     codec = _plausible(stream.codec_context.framerate)
-    average = _plausible(stream.average_rate)
+    untimed = stream.container.format.flags & av.format.Flags.no_timestamps.value
+    average = None if untimed else _plausible(stream.average_rate)
     if average is not None and (codec is None or average <= OVER_CODEC * codec):
         return average
     return codec or _plausible(stream.guessed_rate) or _plausible(stream.base_rate) or Fraction(25)
@@ -187,6 +189,11 @@ class PacketTap(Protocol):
     def connect(self, video, audio, rate: Fraction) -> TapLink: ...
 
     def packet(self, packet, link) -> None: ...
+
+    def picture(self, frame, link) -> None:
+        """A picture decoded from the connection, before the analysis sees it (its pts may
+        be set: a stream without timestamps is timed in display order)."""
+        ...
 
     def disconnect(self) -> None: ...
 
@@ -288,6 +295,8 @@ class Connection:
                                   f"(read_timeout_s): the stream is broken from here")
             for vf in decoded:
                 self.stats.frames += 1
+                if self.tap is not None:
+                    self.tap.picture(vf, self.link)
                 yield vf
         if not stop():
             yield from self._flush()
@@ -302,6 +311,8 @@ class Connection:
         try:
             for vf in self._decode(None):
                 self.stats.frames += 1
+                if self.tap is not None:
+                    self.tap.picture(vf, self.link)
                 yield vf
         except (av.error.FFmpegError, ValueError):
             pass

@@ -1,0 +1,185 @@
+"""One connection to the store, SQLite or PostgreSQL, and the statements the writer, the
+rebuild and retention run on it: a run begun, a flush of rows in one transaction, files
+forgotten, rows aged out.
+
+SQLite runs in WAL mode (readers beside the one writer) with `synchronous=NORMAL`: a
+crash or SIGKILL loses at most the transactions not yet checkpointed into the log, never
+the file. A file that is not a database, or fails `PRAGMA quick_check`, is damaged
+(`Damaged`): the caller moves it aside and rebuilds (`store.open`). PostgreSQL is reached
+by URL through psycopg (the `postgres` extra); a server that does not answer is a
+`StoreError` naming the redacted URL.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+from typing import Any
+
+from pipeline.errors import one_line
+from pipeline.redact import redact
+from pipeline.store.rows import EVENT_COLUMNS, SEGMENT_COLUMNS, TRACK_COLUMNS, Rows
+from pipeline.store.tables import POSTGRES, SQLITE, Dialect, StoreError, migrate
+
+CONNECT_TIMEOUT_S = 5
+
+
+class Damaged(StoreError):
+    """The SQLite file is not a sound database."""
+
+
+def _quoted(columns: tuple[str, ...]) -> str:
+    return ", ".join(f'"{c}"' for c in columns)
+
+
+def _marks(n: int) -> str:
+    return ", ".join("?" * n)
+
+
+TRACK_UPSERT = (f"INSERT INTO tracks ({_quoted(TRACK_COLUMNS)}) VALUES ({_marks(len(TRACK_COLUMNS))})"
+                " ON CONFLICT (run, camera, track) DO UPDATE SET "
+                + ", ".join(f'"{c}" = excluded."{c}"' for c in TRACK_COLUMNS[3:]) + " RETURNING id")
+EVENT_INSERT = f"INSERT INTO events ({_quoted(EVENT_COLUMNS)}) VALUES ({_marks(len(EVENT_COLUMNS))})"
+COUNT_ADD = ("INSERT INTO counts (camera, minute, kind, name, class, direction, n) VALUES (?, ?, ?, ?, ?, ?, ?)"
+             " ON CONFLICT (camera, minute, kind, name, class, direction) DO UPDATE SET n = counts.n + excluded.n")
+SEGMENT_UPSERT = (f"INSERT INTO segments ({_quoted(SEGMENT_COLUMNS)}) VALUES ({_marks(len(SEGMENT_COLUMNS))})"
+                  " ON CONFLICT (path) DO UPDATE SET "
+                  + ", ".join(f'"{c}" = excluded."{c}"' for c in SEGMENT_COLUMNS if c != "path"))
+ZONE_ADD = "INSERT INTO track_zones (track_id, zone) VALUES (?, ?) ON CONFLICT DO NOTHING"
+LINE_ADD = "INSERT INTO track_lines (track_id, line, direction) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+# a file retention removed: no row names it afterwards
+FORGET = (
+    "DELETE FROM segments WHERE path = ?",
+    "UPDATE tracks SET snapshot = NULL WHERE snapshot = ?",
+    "UPDATE tracks SET recording = NULL, recording_time = NULL WHERE recording = ?",
+    "UPDATE events SET snapshot = NULL WHERE snapshot = ?",
+    "UPDATE events SET clip = NULL WHERE clip = ?",
+    "UPDATE events SET recording = NULL, recording_time = NULL WHERE recording = ?",
+)
+
+
+def open_sqlite(path: str) -> "Backend":
+    """The SQLite store at `path`, created or brought up to date; `Damaged` where the file
+    is not a sound database."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    conn = sqlite3.connect(path, timeout=10, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA busy_timeout = 10000")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        check = conn.execute("PRAGMA quick_check").fetchall()
+        if check != [("ok",)]:
+            raise Damaged(f"{path}: the store fails its integrity check: {check[0][0]}")
+        migrate(conn, SQLITE, path)
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise Damaged(f"{path}: the store is damaged: {one_line(e)}") from e
+    except BaseException:
+        conn.close()
+        raise
+    return Backend(conn, SQLITE, path)
+
+
+def open_postgres(url: str) -> "Backend":
+    """The PostgreSQL store at `url`, its schema created or brought up to date."""
+    where = redact(url)
+    try:
+        import psycopg
+    except ImportError:
+        raise StoreError(f"outputs.store.url: {where}: PostgreSQL needs psycopg: "
+                         "pip install 'pipeline[postgres]'") from None
+    try:
+        conn = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S)
+    except psycopg.Error as e:
+        raise StoreError(f"outputs.store.url: {where}: cannot connect: {one_line(e)}") from None
+    migrate(conn, POSTGRES, where)
+    return Backend(conn, POSTGRES, where)
+
+
+class Backend:
+    """A connection and the store's statements on it, in its dialect. Used by one thread at
+    a time (the writer's, or a command's)."""
+
+    def __init__(self, conn: Any, dialect: Dialect, where: str):
+        self.conn = conn
+        self.dialect = dialect
+        self.where = where
+
+    def _sql(self, statement: str) -> str:
+        return self.dialect.sql(statement)
+
+    def begin_run(self, started: float, config: str | None, host: str | None) -> int:
+        """A run writing into the store: its id."""
+        cur = self.conn.cursor()
+        cur.execute(self._sql("INSERT INTO runs (started, config, host) VALUES (?, ?, ?) RETURNING id"),
+                    (started, config, host))
+        run = int(cur.fetchone()[0])
+        self.conn.commit()
+        return run
+
+    def write(self, rows: Rows) -> None:
+        """Every row of a flush in one transaction (all or none)."""
+        cur = self.conn.cursor()
+        try:
+            for track in rows.tracks:
+                cur.execute(self._sql(TRACK_UPSERT), track.values())
+                tid = cur.fetchone()[0]
+                if track.zones:
+                    cur.executemany(self._sql(ZONE_ADD), [(tid, z) for z in track.zones])
+                if track.lines:
+                    cur.executemany(self._sql(LINE_ADD), [(tid, line, d) for line, d in track.lines])
+            if rows.events:
+                cur.executemany(self._sql(EVENT_INSERT), rows.events)
+            if rows.counts:
+                cur.executemany(self._sql(COUNT_ADD), [key + (n,) for key, n in sorted(rows.counts.items())])
+            if rows.segments:
+                cur.executemany(self._sql(SEGMENT_UPSERT), [s.values() for s in rows.segments])
+            self.conn.commit()
+        except BaseException:
+            self._rollback()
+            raise
+
+    def forget(self, paths: list[str]) -> None:
+        """Files that are gone (retention removed them): no row names them any more."""
+        cur = self.conn.cursor()
+        try:
+            for statement in FORGET:
+                cur.executemany(self._sql(statement), [(p,) for p in paths])
+            self.conn.commit()
+        except BaseException:
+            self._rollback()
+            raise
+
+    def age_out(self, rows_before: float | None, counts_before: float | None) -> None:
+        """Tracks and events older than `rows_before` go, counts older than `counts_before`."""
+        cur = self.conn.cursor()
+        try:
+            if rows_before is not None:
+                for table in ("track_zones", "track_lines"):
+                    cur.execute(self._sql(f"DELETE FROM {table} WHERE track_id IN"
+                                          " (SELECT id FROM tracks WHERE last_seen < ?)"), (rows_before,))
+                cur.execute(self._sql("DELETE FROM tracks WHERE last_seen < ?"), (rows_before,))
+                cur.execute(self._sql("DELETE FROM events WHERE time < ?"), (rows_before,))
+            if counts_before is not None:
+                cur.execute(self._sql("DELETE FROM counts WHERE minute < ?"), (int(counts_before // 60) * 60,))
+            self.conn.commit()
+        except BaseException:
+            self._rollback()
+            raise
+
+    def alive(self) -> bool:
+        """Whether the connection can still be used (a PostgreSQL server that went away
+        breaks it: the writer connects again)."""
+        return not (getattr(self.conn, "broken", False) or getattr(self.conn, "closed", False))
+
+    def _rollback(self) -> None:
+        try:
+            self.conn.rollback()
+        except Exception:
+            pass  # the connection itself is gone; the caller's error says why
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except Exception:
+            pass
+
