@@ -20,6 +20,8 @@ from pipeline.sinks.retention import OutputRetention
 from pipeline.sinks.views import Views, annotates
 from pipeline.sinks.written import WrittenIndex
 from pipeline.store.opening import store_writer
+from pipeline.store.connections import location_of
+from pipeline.store.queries import Store
 from pipeline.web.recordings import RecordingFiles
 from pipeline.web.server import WebServer
 
@@ -78,9 +80,11 @@ class SideOutputs:
         if out.web is not None and self.preview is not None:
             control = CameraControl(pipeline, pipeline.config) if out.web.control else None
             recordings = RecordingFiles(out.dir, lambda: record_names(pipeline), out.jsonl.filename)
+            location = location_of(out)
+            store = Store(location) if location else None
             self.web = WebServer(out.web, pipeline.snapshot, self.preview, cameras=lambda: pipeline.metrics.cameras,
                                  events=self.recent.newest, evidence_dir=out.dir, control=control,
-                                 recordings=recordings, annotated=annotates(pipeline.config))
+                                 recordings=recordings, annotated=annotates(pipeline.config), store=store)
 
     def start(self) -> None:
         for part in (self.store, self.events, self.home, self.evidence, self.retention, self.web):

@@ -19,6 +19,7 @@ from pipeline.errors import one_line
 from pipeline.redact import redact_data
 from pipeline.sinks.preview import Picture
 from pipeline.web import camera_api, evidence, pages, recordings, reload_api, tuning
+from pipeline.web import store_api
 from pipeline.web.admission import AdmittedHandler
 
 log = logging.getLogger("pipeline.web")
@@ -94,6 +95,8 @@ class Handler(AdmittedHandler):
             recordings.serve_segments(self, urllib.parse.unquote(path[len("/api/recordings/"):]))
         elif path == "/api/boxes":
             recordings.serve_boxes(self, query)
+        elif path.startswith(store_api.PREFIX):
+            store_api.serve(self, path, query)
         elif path == "/metrics":
             self.send(200, generate_latest(self.app.registry), "text/plain; version=0.0.4")
         elif path.startswith("/stream/"):

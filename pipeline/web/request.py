@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 from pipeline.config.outputs import WebConfig
 from pipeline.control import CameraControl
 from pipeline.sinks.preview import Picture, Preview
+from pipeline.store.queries import Store
 
 
 class Recordings(Protocol):
@@ -38,6 +39,7 @@ class App(Protocol):
     events: Callable[[int, int], list[dict]] | None
     evidence_dir: str | None
     recordings: Recordings | None
+    store: Store | None
     control: CameraControl | None
     still_lease_s: float
     closing: threading.Event

@@ -37,6 +37,7 @@ from pipeline.metrics.histogram import Histogram
 from pipeline.metrics.prometheus import SnapshotCollector, unusable_port
 from pipeline.metrics.snapshot import Latency, Snapshot
 from pipeline.sinks.preview import Picture, Preview
+from pipeline.store.queries import Store
 from pipeline.web.admission import Slots
 from pipeline.web.handler import Handler
 from pipeline.web.recordings import RecordingFiles
@@ -111,13 +112,13 @@ class WebServer:
                  cameras: Callable[[], Collection[str]] | None = None, *,
                  events: Callable[[int, int], list[dict]] | None = None, evidence_dir: str | None = None,
                  control: CameraControl | None = None, recordings: RecordingFiles | None = None,
-                 annotated: bool = True):
+                 annotated: bool = True, store: Store | None = None):
         """`events(limit, after)`: the newest events (`RecentEvents.newest`), for the page's
         panel; `evidence_dir`: `outputs.dir`, whose `events/` folder is served; `control`:
         cameras added and removed over HTTP (given only with `outputs.web.control`);
         `recordings`: the cameras' recordings, played on the page with their boxes;
         `annotated`: whether the graph draws its results on the pictures (the page says
-        when it does not)."""
+        when it does not); `store`: the store's reader (`/api/store/...`)."""
         if control is not None and not config.token:  # a WebConfig made in code skips the config's check
             raise StartupError("outputs.web.control: adding and removing cameras over HTTP needs outputs.web.token")
         self.config = config
@@ -127,6 +128,7 @@ class WebServer:
         self.events = events
         self.evidence_dir = evidence_dir
         self.recordings = recordings
+        self.store = store
         self.control = control
         self.still_lease_s = max(2.0, 3.0 / config.fps)  # a tile asks every 1/fps: a few missed asks are fine
         self.view_latency: dict[str, Histogram] = {}  # capture to bytes on a viewer's socket, per camera
@@ -155,6 +157,8 @@ class WebServer:
             self._httpd.shutdown()
             self._thread = None
         self._httpd.server_close()
+        if self.store is not None:
+            self.store.close()
 
     def api_snapshot(self) -> dict:
         """`/api/cameras`: the run's snapshot and the live view's own figures: `viewers`

@@ -1,0 +1,250 @@
+"""Reading the store: tracks and events filtered and paged newest first, counts over time
+in buckets, recording segments and the cameras' activity for a range. The HTTP API
+(`web.store_api`) and `pipeline query` ask the same `Store`, with parameters checked by
+`store.filters`.
+
+Pages are keyset pages: ordered by (time, id), each page's last row is the cursor the
+next one starts after, so rows written meanwhile neither repeat nor leave gaps and a
+deep page costs what the first does (no OFFSET). Every value is bound (`clauses.Where`).
+
+A track is in a range when it was first seen in it (questions about when something
+happened, such as entering a zone, are the events'). Counts resolve to the minute:
+buckets are UTC minutes, hours or days. A segment's activity is spread evenly over its
+length when buckets are shorter than the segment (it says how many seconds, not when).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Collection
+
+from pipeline.store.clauses import Where, label_match, minute_bucket, time_bucket
+from pipeline.store.connections import Connections
+from pipeline.store.filters import BadParameter, Cursor, Filters, clip
+
+TRACK_COLUMNS = ("id", "run", "camera", "track", "class", "first_seen", "last_seen", "best_score", "best_box",
+                 "best_time", "labels", "zones", "lines", "snapshot", "recording", "recording_time")
+EVENT_COLUMNS = ("id", "run", "camera", "time", "event", "track", "class", "line", "zone", "direction",
+                 "snapshot", "clip", "recording", "recording_time")
+SEGMENT_COLUMNS = ("id", "camera", "path", "start", '"end"', "bytes", "motion_s", "objects_s")
+JSON_COLUMNS = ("best_box", "labels", "zones", "lines")
+CAMERA_TABLES = ("tracks", "events", "segments", "counts")  # each has an index led by camera
+
+
+@dataclass
+class Page:
+    rows: list[dict]
+    next: str | None  # the cursor of the following page; None on the last one
+
+
+def _decoded(columns: tuple[str, ...], row: tuple) -> dict:
+    out = {}
+    for name, value in zip(columns, row):
+        name = name.strip('"')
+        if name in JSON_COLUMNS and isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                pass  # kept as written: a damaged value is shown, not dropped
+        out[name] = value
+    return out
+
+
+def _page(kind: str, columns: tuple[str, ...], rows: list[tuple], limit: int, time_column: str) -> Page:
+    """The first `limit` rows (one more was asked for: whether a next page exists)."""
+    decoded = [_decoded(columns, r) for r in rows[:limit]]
+    more = len(rows) > limit
+    last = decoded[-1] if decoded else None
+    cursor = Cursor(kind, float(last[time_column]), int(last["id"])).encode() if more and last else None
+    return Page(decoded, cursor)
+
+
+def track_where(f: Filters, dialect) -> Where:
+    w = Where()
+    w.any_of("camera", f.cameras)
+    w.any_of("class", f.classes)
+    w.page("first_seen", f.after, f.before, f.cursor)
+    if f.zones:
+        inner = Where(["z.track_id = tracks.id"])
+        inner.any_of("z.zone", f.zones)
+        w.add(f"EXISTS (SELECT 1 FROM track_zones AS z{inner.sql})", *inner.params)
+    if f.lines or f.directions:
+        inner = Where(["t.track_id = tracks.id"])
+        inner.any_of("t.line", f.lines)
+        inner.any_of("t.direction", f.directions)
+        w.add(f"EXISTS (SELECT 1 FROM track_lines AS t{inner.sql})", *inner.params)
+    if f.labels:
+        w.add(label_match(dialect, len(f.labels)), *f.labels)
+    return w
+
+
+def event_where(f: Filters) -> Where:
+    """An event is at a line or in a zone: given both, either matches."""
+    w = Where()
+    w.any_of("camera", f.cameras)
+    w.any_of("class", f.classes)
+    w.any_of("event", f.events)
+    w.any_of("direction", f.directions)
+    places = Where()
+    places.any_of("zone", f.zones)
+    places.any_of("line", f.lines)
+    if places.conditions:
+        w.add(f"({' OR '.join(places.conditions)})", *places.params)
+    w.page("time", f.after, f.before, f.cursor)
+    return w
+
+
+def counts_where(f: Filters, column: str = "minute") -> Where:
+    """Counts of the lines and zones named (either kind) in the whole buckets the range
+    touches (`column`: the table's time, `minute` or `hour`)."""
+    w = Where()
+    w.at_least(column, int(f.after // f.width * f.width))
+    w.below(column, int(-(-f.before // f.width) * f.width))
+    w.any_of("camera", f.cameras)
+    w.any_of("class", f.classes)
+    w.any_of("direction", f.directions)
+    kinds = Where()
+    for kind, names in (("line", f.lines), ("zone", f.zones)):
+        if names:
+            one = Where(["kind = ?"], [kind])
+            one.any_of("name", names)
+            kinds.add(f"({' AND '.join(one.conditions)})", *one.params)
+    if kinds.conditions:
+        w.add(f"({' OR '.join(kinds.conditions)})", *kinds.params)
+    return w
+
+
+def series(group: tuple[str, ...], rows: list[tuple]) -> list[dict]:
+    """Rows of (group values..., bucket, n), ordered by group, as one series per group."""
+    out: list[dict] = []
+    key = None
+    for row in rows:
+        if row[:len(group)] != key:
+            key = row[:len(group)]
+            out.append({**dict(zip(group, key)), "points": []})
+        out[-1]["points"].append([int(row[-2]), int(row[-1])])
+    return out
+
+
+def spread(buckets: dict[int, list], seg: dict, f: Filters) -> None:
+    """A segment's motion and object seconds added to the buckets it covers, each its
+    share of the segment's length (within the range)."""
+    start, end, width = float(seg["start"]), float(seg["end"]), f.width
+    length = max(end - start, 1e-9)
+    t = max(start, f.after)
+    while t < min(end, f.before):
+        b = int(t // width * width)
+        share = (min(end, b + width, f.before) - t) / length
+        slot = buckets.setdefault(b, [b, 0.0, 0.0, 0])
+        slot[1] += (seg["motion_s"] or 0.0) * share
+        slot[2] += (seg["objects_s"] or 0.0) * share
+        t = b + width
+
+
+def known_cameras_sql(table: str) -> str:
+    """The cameras of a table in a few index seeks, one per camera (a loose index scan)."""
+    return (f"WITH RECURSIVE c(name) AS (SELECT MIN(camera) FROM {table} UNION ALL"
+            f" SELECT (SELECT MIN(camera) FROM {table} WHERE camera > c.name) FROM c WHERE c.name IS NOT NULL)"
+            " SELECT name FROM c WHERE name IS NOT NULL")
+
+
+class Store(Connections):
+    """A store read from any number of threads (`Connections` lends each query its own)."""
+
+    def tracks(self, f: Filters) -> Page:
+        w = track_where(f, self.dialect)
+        rows = self.fetch(f"SELECT {', '.join(TRACK_COLUMNS)} FROM tracks{w.sql}"
+                          " ORDER BY first_seen DESC, id DESC LIMIT ?", [*w.params, f.limit + 1])
+        return _page("tracks", TRACK_COLUMNS, rows, f.limit, "first_seen")
+
+    def events(self, f: Filters) -> Page:
+        w = event_where(f)
+        rows = self.fetch(f"SELECT {', '.join(EVENT_COLUMNS)} FROM events{w.sql}"
+                          " ORDER BY time DESC, id DESC LIMIT ?", [*w.params, f.limit + 1])
+        return _page("events", EVENT_COLUMNS, rows, f.limit, "time")
+
+    def counts(self, f: Filters) -> list[dict]:
+        """Series of `f.group`'s values, each its (bucket start, sum) points in time order;
+        buckets with nothing counted are left out."""
+        table, column = ("counts_hour", "hour") if f.bucket != "minute" and self.has_table("counts_hour") \
+            else ("counts", "minute")
+        w = counts_where(f, column)
+        keys = ", ".join([*f.group, "b"])
+        rows = self.fetch(f"SELECT {', '.join(f.group) + ', ' if f.group else ''}{minute_bucket(column, f.width)} AS b,"
+                          f" SUM(n) FROM {table}{w.sql} GROUP BY {keys} ORDER BY {keys}", w.params)
+        return series(f.group, rows)
+
+    def segments(self, f: Filters) -> Page:
+        """Recording segments that overlap the range, oldest first: those starting in it
+        and each camera's one running into it (a camera's segments follow each other)."""
+        w = Where()
+        w.any_of("camera", f.cameras)
+        earliest = None
+        if f.after is not None:
+            w.add('"end" > ?', f.after)
+            earliest = self._earliest_start(f.cameras or self.cameras(), f.after)
+        w.page("start", earliest, f.before, f.cursor, newest_first=False)
+        rows = self.fetch(f"SELECT {', '.join(SEGMENT_COLUMNS)} FROM segments{w.sql} ORDER BY start, id LIMIT ?",
+                          [*w.params, f.limit + 1])
+        return _page("segments", SEGMENT_COLUMNS, rows, f.limit, "start")
+
+    def _earliest_start(self, cameras: Collection[str], after: float) -> float:
+        starts = [after]
+        for camera in cameras:
+            row = self.fetch("SELECT start FROM segments WHERE camera = ? AND start < ? ORDER BY start DESC LIMIT 1",
+                             [camera, after])
+            starts += [row[0][0]] if row else []
+        return min(starts)
+
+    def activity(self, f: Filters) -> dict[str, list[list]]:
+        """Per camera, its buckets with anything in them: [start, motion seconds, object
+        seconds, events], in time order."""
+        cams = f.cameras or tuple(self.cameras())
+        buckets: dict[str, dict[int, list]] = {c: {} for c in cams}
+        if not cams:
+            return {}
+        w = Where()
+        w.any_of("camera", cams)
+        w.add('"end" > ? AND start >= ? AND start < ?', f.after, self._earliest_start(cams, f.after), f.before)
+        for row in self.fetch(f"SELECT {', '.join(SEGMENT_COLUMNS)} FROM segments{w.sql}", w.params):
+            seg = _decoded(SEGMENT_COLUMNS, row)
+            spread(buckets[seg["camera"]], seg, f)
+        w = Where()
+        w.any_of("camera", cams)
+        w.at_least("time", f.after)
+        w.below("time", f.before)
+        bucket = time_bucket("time", f.width, self.dialect)
+        for camera, b, n in self.fetch(f"SELECT camera, {bucket} AS b, COUNT(*) FROM events{w.sql}"
+                                       " GROUP BY camera, b", w.params):
+            buckets[camera].setdefault(int(b), [int(b), 0.0, 0.0, 0])[3] += int(n)
+        return {c: [[b, round(m, 3), round(o, 3), n] for b, m, o, n in sorted(slots.values())]
+                for c, slots in buckets.items() if slots}
+
+    def cameras(self) -> list[str]:
+        """Every camera the store holds anything of."""
+        found: set[str] = set()
+        for table in CAMERA_TABLES:
+            found.update(r[0] for r in self.fetch(known_cameras_sql(table), []))
+        return sorted(found)
+
+    def check_cameras(self, f: Filters, live: Collection[str] = ()) -> None:
+        """BadParameter for a camera neither the store nor the run (`live`) knows."""
+        if not f.cameras:
+            return
+        known = set(live) | set(self.cameras())
+        unknown = [c for c in f.cameras if c not in known]
+        if unknown:
+            raise BadParameter(f"camera: no such camera in the store: {clip(unknown[0])}")
+
+    def query(self, kind: str, f: Filters) -> Any:
+        """The `kind` query (a `filters.ACCEPTED` key) by name, for the API and the CLI."""
+        return {"tracks": self.tracks, "events": self.events, "counts": self.counts, "segments": self.segments,
+                "activity": self.activity}[kind](f)
+
+
+def body(kind: str, f: Filters, answer: Any) -> dict:
+    """A query's answer as the HTTP API and `pipeline query --json` give it."""
+    if isinstance(answer, Page):
+        return {kind: answer.rows, "next": answer.next}
+    spans = {"bucket": f.bucket, "after": f.after, "before": f.before}
+    return {**spans, "series": answer} if kind == "counts" else {**spans, "cameras": answer}

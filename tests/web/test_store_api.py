@@ -1,0 +1,125 @@
+"""The store over the page's server (`/api/store/...`), on a real HTTP server on
+127.0.0.1 with a token: answers are the store's rows as the queries give them, pages
+chain through `next`, and every hostile parameter is a 400 whose one line names it."""
+from __future__ import annotations
+
+import json
+import urllib.parse
+
+import pytest
+
+from pipeline.config.outputs import WebConfig
+from pipeline.metrics.snapshot import Snapshot
+from pipeline.sinks.preview import Preview
+from pipeline.store.queries import Store
+from pipeline.web.server import WebServer
+from store_rows import T0, make_store, synthetic
+from web_support import get
+
+TOKEN = "s3cret-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(scope="module")
+def data():
+    return synthetic(300, seed=3)
+
+
+def serve(store: Store | None):
+    preview = Preview()
+    server = WebServer(WebConfig(port=0, token=TOKEN), Snapshot, preview, cameras=lambda: ["porch"], store=store)
+    server.start()
+    return server, preview
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory, data):
+    server, preview = serve(Store(make_store(str(tmp_path_factory.mktemp("store") / "store.db"), data)))
+    yield f"http://127.0.0.1:{server.port}/api/store"
+    server.close()
+    preview.close()
+
+
+def ask(url: str, **params) -> tuple[int, dict]:
+    status, body, headers = get(f"{url}?{urllib.parse.urlencode(params, doseq=True)}", AUTH)
+    assert headers["Content-Type"] == "application/json"
+    return status, json.loads(body)
+
+
+def test_the_token_is_needed_as_for_the_rest_of_the_api(base):
+    assert get(f"{base}/tracks")[0] == 401
+    assert get(f"{base}/tracks?token={TOKEN}")[0] == 200
+
+
+def test_tracks_by_class_and_zone_page_through_next_without_duplicates_or_gaps(base, data):
+    in_lawn = {tid for tid, z in data["zones"] if z == "lawn"}
+    want = [t[0] for t in sorted(data["tracks"], key=lambda t: (t[5], t[0]), reverse=True)
+            if t[4] == "car" and t[0] in in_lawn]
+    got, cursor = [], None
+    while True:
+        status, answer = ask(f"{base}/tracks", **{"class": "car", "zone": "lawn", "limit": 4},
+                             **({"cursor": cursor} if cursor else {}))
+        assert status == 200 and len(answer["tracks"]) <= 4
+        got += [t["id"] for t in answer["tracks"]]
+        cursor = answer["next"]
+        if cursor is None:
+            break
+    assert want and got == want
+    first = ask(f"{base}/tracks", **{"class": "car", "limit": 1})[1]["tracks"][0]
+    assert set(first) >= {"id", "camera", "track", "class", "first_seen", "last_seen", "best_score", "best_box",
+                          "labels", "zones", "lines", "snapshot", "recording", "recording_time"}
+
+
+def test_counts_events_segments_and_activity_answer_in_their_shapes(base, data):
+    status, counts = ask(f"{base}/counts", bucket="day", after="2026-11-23", before="2026-11-25", group="camera")
+    assert status == 200 and counts["bucket"] == "day" and counts["after"] == T0
+    assert sum(n for s in counts["series"] for _, n in s["points"]) == sum(data["counts"].values())
+    status, events = ask(f"{base}/events", event="cross", limit=1000)
+    assert status == 200 and len(events["events"]) == sum(e[4] == "cross" for e in data["events"])
+    assert ask(f"{base}/segments", after=str(T0))[1] == {"segments": [], "next": None}
+    status, activity = ask(f"{base}/activity", after=str(T0), before=str(T0 + 86400), bucket="hour")
+    day_one = sum(1 for e in data["events"] if e[3] < T0 + 86400)
+    assert status == 200 and sum(b[3] for bs in activity["cameras"].values() for b in bs) == day_one
+
+
+HOSTILE = [
+    ("tracks", {"camera": "gate' OR '1'='1"}, "camera"),
+    ("tracks", {"camera": "nowhere"}, "camera"),
+    ("tracks", {"class": "car' UNION SELECT * FROM runs --", "limit": "-5"}, "limit"),
+    ("tracks", {"after": "2026-02-30T10:00"}, "after"),
+    ("tracks", {"before": "tomorrow"}, "before"),
+    ("tracks", {"limit": "100000000000000000000"}, "limit"),
+    ("tracks", {"cursor": "eyJ0IjogMX0"}, "cursor"),
+    ("tracks", {"order": "id; DROP TABLE tracks"}, "'order'"),
+    ("events", {"event": "drop"}, "event"),
+    ("counts", {"after": "1970-01-01", "before": "2026-01-01"}, "after"),
+    ("counts", {"bucket": "minute", "after": "2026-11-01", "before": "2026-11-23"}, "after"),
+    ("counts", {"group": "camera,(SELECT 1)"}, "group"),
+    ("activity", {"bucket": "second"}, "bucket"),
+]
+
+
+@pytest.mark.parametrize("kind,params,name", HOSTILE, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(HOSTILE)])
+def test_hostile_parameters_get_400_with_one_line_naming_them(base, data, kind, params, name):
+    status, answer = ask(f"{base}/{kind}", **params)
+    assert status == 400 and set(answer) == {"error"}
+    assert answer["error"].startswith(f"{name}:") and "\n" not in answer["error"], answer
+    assert len(ask(f"{base}/tracks", limit=1000)[1]["tracks"]) == len(data["tracks"])  # nothing was touched
+
+
+def test_a_camera_of_the_run_not_yet_in_the_store_answers_empty(base):
+    assert ask(f"{base}/tracks", camera="porch") == (200, {"tracks": [], "next": None})
+
+
+def test_an_unknown_query_a_run_without_store_and_an_unreadable_store_say_so(base, tmp_path):
+    status, answer = ask(f"{base}/runs")
+    assert status == 404 and answer["error"].startswith("no such query")
+    for store, status, line in ((None, 404, "this run keeps no store"),
+                                (Store(str(tmp_path / "gone.db")), 503, "no store there")):
+        server, preview = serve(store)
+        try:
+            got, answer = ask(f"http://127.0.0.1:{server.port}/api/store/tracks")
+            assert got == status and line in answer["error"], answer
+        finally:
+            server.close()
+            preview.close()
