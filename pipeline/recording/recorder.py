@@ -28,6 +28,7 @@ from pipeline.errors import one_line
 from pipeline.metrics.snapshot import RecordingStats
 from pipeline.recording.packets import Held
 from pipeline.recording.file import RecordingError, SegmentFile, elsewhere, refusal
+from pipeline.recording.handover import LATE_S, Handover, OpenSegment
 from pipeline.recording.segment_plan import Link, RecordingSpot, Segment, SegmentPlan
 
 log = logging.getLogger("pipeline.recording")
@@ -210,10 +211,8 @@ class RecordingWriter:
         self.connected = False
         self.written_s = -math.inf  # the latest picture written, on the timeline
         self._queue = recording._queue
-        self._file: SegmentFile | None = None
-        self._segment: Segment | None = None
+        self.files = Handover()
         self._closing = threading.Event()
-        self._audio_last: int | None = None
         self._rate: deque[tuple[float, int]] = deque(maxlen=10)
         self._thread = threading.Thread(target=self._run, name=f"record-{recording.camera}", daemon=True)
 
@@ -225,7 +224,13 @@ class RecordingWriter:
 
     @property
     def open_file(self) -> str | None:
-        return self._segment.path if self._file is not None and self._segment is not None else None
+        """The segment being written."""
+        return self.files.current.segment.path if self.files.current is not None else None
+
+    @property
+    def open_files(self) -> list[str]:
+        """Every file open: the segment being written and, just after a cut, the one before."""
+        return self.files.files
 
     def _run(self) -> None:
         stalled = False
@@ -253,33 +258,33 @@ class RecordingWriter:
         if segment is AUDIO:
             self._write_audio(packet, link)
             return
-        if segment is not None:
-            self._open(segment, link)
-        assert self._file is not None and self._segment is not None
-        base = self._segment.base
         key = packet.is_keyframe
         if self.recording.on_video is not None:
             self.recording.on_video(Held(bytes(packet), pts, dts, link.time_base, key), link.video)
-        self._file.write(packet, self._file.video, pts - base, dts - base, link.time_base, key)
+        if segment is not None:
+            self.files.cut(self._open(segment, link), link, (packet, pts, dts))
+        else:
+            self.files.video(link, packet, pts, dts, key)
         if pts * link.seconds > self.written_s:
             self.written_s = pts * link.seconds
         self._count(packet.size)
 
     def _write_audio(self, packet, link: Link) -> None:
-        if self._file is None or self._file.audio is None or packet.pts is None or packet.dts is None:
+        if packet.pts is None or packet.dts is None:
             return
-        assert self._segment is not None
-        tb = link.audio.time_base
-        base = round(self._segment.base_s / tb)
-        dts = packet.dts + link.audio_offset - base
-        if dts < 0 or (self._audio_last is not None and dts <= self._audio_last):
-            return  # before the segment's first picture (the cut is at a video keyframe)
-        self._audio_last = dts
-        self._file.write(packet, self._file.audio, packet.pts + link.audio_offset - base, dts, tb, True)
-        self._count(packet.size)
+        late = self.files.late_audio
+        if self.files.audio(link, packet):
+            self._count(packet.size)
+        elif self.files.late_audio > late:
+            self.stats.audio = "copied" + self._late_note()
+            say_once(self.recording._said, self.recording.camera,
+                     f"audio delivered more than {LATE_S:g} s of video after its segment's cut is left out (counted)")
 
-    def _open(self, segment: Segment, link: Link) -> None:
-        self._close_file()
+    def _late_note(self) -> str:
+        late = self.files.late_audio
+        return f"; {late} packet(s) left out, delivered after their segment was closed" if late else ""
+
+    def _open(self, segment: Segment, link: Link) -> OpenSegment:
         audio = link.audio
         if audio is not None:
             ext = os.path.splitext(segment.path)[1].lower()
@@ -290,14 +295,13 @@ class RecordingWriter:
                 say_once(self.recording._said, self.recording.camera,
                          f"audio {self.stats.audio}; {elsewhere(link.audio, link.audio_codec)}")
             else:
-                self.stats.audio = "copied"
-        self._file = SegmentFile(segment.path, link.video, link.codec, audio)
+                self.stats.audio = "copied" + self._late_note()
+        opened = OpenSegment(segment, SegmentFile(segment.path, link.video, link.codec, audio))
         if self.recording.on_file is not None:
             self.recording.on_file(segment.path)
-        self._segment = segment
-        self._audio_last = None
         self.stats.segments += 1
         self.stats.file = segment.file
+        return opened
 
     def _count(self, size: int) -> None:
         self.stats.packets += 1
@@ -312,14 +316,9 @@ class RecordingWriter:
         self._finish("failed")
         self.recording.failed(error)
 
-    def _close_file(self) -> None:
-        if self._file is not None:
-            file, self._file = self._file, None
-            file.close()
-
     def _finish(self, state: str) -> None:
         try:
-            self._close_file()
+            self.files.close()
         except Exception as e:  # the last fragment could not be written: the file plays up to the one before
             if state != "failed":
                 self.recording.failed(e)

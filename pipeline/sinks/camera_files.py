@@ -215,7 +215,7 @@ class CameraOutputs:
     def is_open(self, path: str) -> bool:
         """Whether a file is still being written (retention never removes it)."""
         files = [w.open_file for w in list(self.video.values())] + self.jsonl.open_files() \
-            + [r.writer.open_file for r in list(self.recordings.values())]
+            + [f for r in list(self.recordings.values()) for f in r.writer.open_files]
         return os.path.abspath(path) in {os.path.abspath(f) for f in files if f}
 
     def _fence(self, cam: str, why: Fenced) -> None:

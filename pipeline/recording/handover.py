@@ -1,0 +1,159 @@
+"""The writer's files at a cut: the segment being written and, for a moment after a cut,
+the one before it, kept open for what still belongs in it.
+
+- **Leading pictures** (open GOPs: x265's defaults, x264's `open-gop`): the pictures
+  that follow a keyframe in decode order but show before it reference the GOP before as
+  well as the keyframe. In the new file they could not be decoded, and their rows (by
+  time, before the cut) name the previous file: they go into the previous file, after a
+  copy of the keyframe they reference (the keyframe shows there as its last picture and
+  starts the new file; the leading pictures are in the previous file only). At a
+  connection's first keyframe there is no GOP before: its leading pictures decode
+  nowhere and are left out.
+- **Late audio**: audio the demuxer delivers after video of a later time (a file
+  interleaved in long chunks, a stream whose audio comes over RTP behind its video) goes
+  into the file of its time while that file is open: the previous file stays open until
+  audio of the cut's time has come, or until `LATE_S` of video after the cut, or the
+  next cut. Audio later than that (or before the recording's first picture) is left out
+  and counted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipeline.recording.file import SegmentFile
+from pipeline.recording.segment_plan import Link, Segment
+
+LATE_S = 10.0  # video seconds after a cut that the previous file waits for its audio, at most
+
+
+@dataclass
+class OpenSegment:
+    """A segment's file being written, its packets rebased by the segment's first decode time."""
+
+    segment: Segment
+    file: SegmentFile
+    audio_last: int | None = None
+
+    def video(self, packet, link: Link, pts: int, dts: int, key: bool) -> None:
+        base = self.segment.base
+        self.file.write(packet, self.file.video, pts - base, dts - base, link.time_base, key)
+
+    def audio_dts(self, packet, link: Link) -> int:
+        """The audio packet's decode time in this file (its audio time base)."""
+        return packet.dts + link.audio_offset - round(self.segment.base_s / link.audio.time_base)
+
+    def audio(self, packet, link: Link) -> bool:
+        """Write an audio packet that lies in this file after the last one (False: it does not)."""
+        dts = self.audio_dts(packet, link)
+        if self.file.audio is None or dts < 0 or (self.audio_last is not None and dts <= self.audio_last):
+            return False
+        self.audio_last = dts
+        shift = dts - packet.dts
+        self.file.write(packet, self.file.audio, packet.pts + shift, dts, link.audio.time_base, True)
+        return True
+
+
+@dataclass
+class Closing:
+    """The previous segment's file after a cut, open for its leading pictures and late audio."""
+
+    open: OpenSegment
+    link: Link
+    key: tuple  # the keyframe that made the cut: (packet, pts, dts)
+    leading: bool = True  # the pictures after the keyframe may still show before it
+    keyframe_copied: bool = False
+    heard: bool = False  # audio of the cut's time (or later) has come
+
+    @property
+    def done(self) -> bool:
+        return not self.leading and (self.heard or self.open.file.audio is None)
+
+
+class Handover:
+    """Where each packet the writer takes goes: the current file, or one before it still
+    closing (see the module's docstring). `late_audio` counts the audio packets that came
+    after their file was closed."""
+
+    def __init__(self):
+        self.current: OpenSegment | None = None
+        self.closing: list[Closing] = []  # oldest first
+        self.late_audio = 0
+        self._link: Link | None = None  # the connection of the latest picture
+        self._joined: int | None = None  # its first keyframe's pts, while pictures may still show before it
+        self._closed: tuple[OpenSegment, Link] | None = None  # the connection's first file closed after a cut
+
+    @property
+    def files(self) -> list[str]:
+        return [c.open.segment.path for c in self.closing] + ([self.current.segment.path] if self.current else [])
+
+    def cut(self, opened: OpenSegment, link: Link, key: tuple) -> None:
+        """The keyframe `key` (packet, pts, dts) starts `opened`: the current file closes,
+        now or, where the keyframe continues its connection, once what still belongs in
+        it has come."""
+        if self.current is not None and link is self._link:
+            for earlier in self.closing:
+                earlier.leading = False
+            self.closing.append(Closing(self.current, link, key))
+        elif self.current is not None:
+            self.close_all_but_current()
+            self.current.file.close()
+        self.current = opened
+        self.video(link, *key, True)
+
+    def video(self, link: Link, packet, pts: int, dts: int, key: bool) -> None:
+        """A picture's packet, in decode order (a connection's first is a keyframe)."""
+        assert self.current is not None
+        if link is not self._link:
+            self._link, self._joined, self._closed = link, pts, None
+        elif self._joined is not None and pts < self._joined and not key:
+            return  # shows before its connection's first keyframe: it decodes nowhere
+        else:
+            self._joined = None
+        newest = self.closing[-1] if self.closing else None
+        if newest is not None and newest.leading and packet is not newest.key[0]:
+            if pts < newest.key[1] and not key:
+                if not newest.keyframe_copied:
+                    newest.open.video(newest.key[0], link, newest.key[1], newest.key[2], True)
+                    newest.keyframe_copied = True
+                newest.open.video(packet, link, pts, dts, key)
+                return
+            newest.leading = False
+        self.current.video(packet, link, pts, dts, key)
+        for closing in list(self.closing):
+            if closing.done or (pts - closing.key[1]) * link.seconds > LATE_S:
+                self._close(closing)
+
+    def audio(self, link: Link, packet) -> bool:
+        """An audio packet into the file of its time, where that is open (whether it was written)."""
+        opened = [c.open for c in self.closing] + ([self.current] if self.current else [])
+        at = next((i for i in range(len(opened) - 1, -1, -1) if opened[i].audio_dts(packet, link) >= 0), None)
+        if at is None:
+            first = self._closed
+            if first is not None and first[1] is link and first[0].audio_dts(packet, link) >= 0:
+                self.late_audio += 1  # its file was closed already
+            return False
+        written = opened[at].audio(packet, link)
+        for closing in self.closing[:at]:
+            closing.heard = True  # the sound has gone past its end
+            if closing.done:
+                self._close(closing)
+        return written
+
+    def _close(self, closing: Closing) -> None:
+        self.closing.remove(closing)
+        if self._closed is None or self._closed[1] is not closing.link:
+            self._closed = (closing.open, closing.link)
+        closing.open.file.close()
+
+    def close_all_but_current(self) -> None:
+        while self.closing:
+            self._close(self.closing[0])
+
+    def close(self) -> None:
+        """Finish every file (the recording ended or failed)."""
+        try:
+            self.close_all_but_current()
+        finally:
+            if self.current is not None:
+                current, self.current = self.current, None
+                current.file.close()
