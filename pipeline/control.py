@@ -65,18 +65,24 @@ class CameraControl:
         self.config = config
         self.reload: Callable[[], Reloaded] | None = None  # set by a run that reads a config file (not --cluster)
         self._lock = threading.Lock()
+        self._added: dict[str, SourceConfig] = {}  # cameras added so far (removed ones too: their files stay)
 
     def add(self, data: Any, where: str = "source") -> SourceConfig:
+        """Start the camera `data` describes, once its files collide with none of the
+        configured cameras' nor of those added before it (`output_path_problems`, the check
+        `validate` makes of a config)."""
         source = parse_source(data, self.config.base_dir, where)
         register_source(source)  # its URL's password is masked in every answer and log from now on
         with self._lock:
             if source.id in self.runs.cameras():
                 raise CameraInUse(f"{where}.id: camera {source.id} is already running")
-            others = [s for s in self.config.sources if s.id != source.id]
+            added = {**{s.id: s for s in self.config.sources}, **self._added}
+            others = [s for s in added.values() if s.id != source.id]
             problems = output_path_problems(replace(self.config, sources=[*others, source]))
             if problems:
-                raise ConfigError(problems)
+                raise ConfigError([p.replace(f"sources[{len(others)}]", where) for p in problems])
             self.runs.add_camera(source)
+            self._added[source.id] = source
         return source
 
     def remove(self, camera: str) -> None:

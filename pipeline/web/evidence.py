@@ -52,11 +52,10 @@ class Span:
 
 def byte_range(header: str | None, size: int) -> Span | None:
     """The one range a `Range: bytes=...` header asks for; None for the whole file (no
-    header, or several ranges); ValueError when the range lies beyond the file."""
+    header, several ranges, or a header that is no valid byte range, which RFC 9110 lets
+    a server ignore); ValueError when the range lies beyond the file (416)."""
     m = re.fullmatch(r"\s*bytes\s*=\s*(\d*)-(\d*)\s*", header or "")
     if not m or not (m.group(1) or m.group(2)):
-        if header and "," not in header:
-            raise ValueError(f"not a byte range: {header!r}")
         return None
     if not m.group(1):  # the last N bytes
         n = int(m.group(2))
@@ -64,6 +63,8 @@ def byte_range(header: str | None, size: int) -> Span | None:
             raise ValueError("an empty range")
         return Span(max(0, size - n), size - 1)
     start = int(m.group(1))
+    if m.group(2) and int(m.group(2)) < start:
+        return None  # its last byte before its first: not a valid range
     end = min(int(m.group(2)), size - 1) if m.group(2) else size - 1
     if start > end:
         raise ValueError("the range begins beyond the file")

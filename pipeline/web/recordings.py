@@ -136,9 +136,9 @@ class RecordingFiles:
 
     def boxes(self, recording: str, start: float = 0.0, end: float = float("inf")) -> list[dict] | None:
         """The frames of `recording` between `start` and `end` (its own clock, seconds),
-        each its time and detections, in time order (None: not a recording)."""
+        each its time and detections, in time order (None: no such recording)."""
         camera = self.camera_of(recording)
-        if camera is None:
+        if camera is None or self.file(recording) is None:
             return None
         frames = [{"t": row["recording_time"], "seq": row["seq"], "detections": row["detections"]}
                   for row in self._rows(camera, recording)

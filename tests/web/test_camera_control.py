@@ -143,6 +143,23 @@ def test_an_id_in_use_is_409_an_unknown_one_404(controlled, sample_path):
     assert p.cameras() == ["campus"]
 
 
+@pytest.mark.parametrize("first, second, why", [
+    ({"id": "x", "record": {"enabled": True, "segment_s": 1}}, {"id": "x.rec"}, "one would destroy the other"),
+    ({"id": "d.part1"}, {"id": "d"}, "has the name of a later segment of camera 'd'"),
+], ids=["x-then-x.rec", "d.part1-then-d"])
+def test_a_camera_whose_files_are_those_of_one_added_before_is_400_as_validate_says(controlled, sample_path,
+                                                                                      first, second, why):
+    """Checked against the cameras added before it as against the configured ones: both
+    would write the same files (x's recording segments are x.rec's video segments; d's
+    video after a resolution change is d.part1's), one destroying the other."""
+    p, base = controlled
+    clip = {"uri": sample_path("bikes.mp4"), "realtime": True, "loop": True}
+    assert post(base, json.dumps({**clip, **first}).encode(), content_type="application/json")[0] == 201
+    status, answer, _ = post(base, json.dumps({**clip, **second}).encode(), content_type="application/json")
+    assert status == 400 and why in answer.decode() and len(answer.decode().splitlines()) == 1
+    assert p.cameras() == ["campus", first["id"]]
+
+
 def test_no_token_or_a_wrong_one_is_401_and_changes_nothing(controlled, sample_path):
     p, base = controlled
     body = f"id: dock\nuri: {sample_path('bikes.mp4')}\n".encode()

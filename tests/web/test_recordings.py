@@ -115,6 +115,22 @@ def test_the_boxes_of_a_recording_are_the_rows_that_point_into_it_by_their_time_
     assert get(f"{base}/api/boxes?recording={FIRST}")[0] == 401
 
 
+def test_a_range_header_that_is_no_valid_byte_range_is_ignored_and_the_file_sent_whole(base, out):
+    """RFC 9110: a server may ignore a Range it cannot read; 416 is for a range beyond the file."""
+    whole = (out / FIRST).read_bytes()
+    for header in ("bytes=abc", "bytes=20-10", "items=0-5", "bytes", "bytes=--5", "bytes=0-1,5-9"):
+        assert get(f"{base}/recordings/{FIRST}", {**AUTH, "Range": header})[:2] == (200, whole), header
+    status, _, headers = get(f"{base}/recordings/{FIRST}", {**AUTH, "Range": f"bytes={len(whole)}-"})
+    assert status == 416 and headers["Content-Range"] == f"bytes */{len(whole)}"
+
+
+def test_the_boxes_of_a_recording_that_is_not_there_are_404(base, out):
+    """Named as a recording is, but no such file (never written, or removed by retention)."""
+    for name in ("door.rec.20261201T130000Z.mp4", "yard.rec.20261201T120000Z.mp4"):
+        assert get(f"{base}/api/boxes?recording={name}", AUTH)[:2] == (404, b"no such recording\n"), name
+    assert get(f"{base}/api/boxes?recording={FIRST}", AUTH)[0] == 200
+
+
 def test_a_template_named_after_start_is_served_at_once(out):
     """A camera added while running may name its recordings its own way."""
     (out / "gate.own.20261201T120000Z.mkv").write_bytes(b"mkv")
