@@ -348,7 +348,15 @@ def _add_bench(sub) -> None:
     bench.set_defaults(func=cmd_bench)
 
 
+def _output_lock(folder: str):
+    from pipeline.runloop import OutputLock
+
+    return OutputLock(folder)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from pipeline.store.commands import add_store_parser
+
     parser = argparse.ArgumentParser(prog="pipeline", description="Multi-camera video analytics on ONNX Runtime")
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -392,6 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     optimize.add_argument("--config", help="take the model's settings from this config (default: from the file)")
     optimize.add_argument("--model", help="with --config: the model's name under `models`")
     _add_bench(sub)
+    add_store_parser(sub, _output_lock)
     return parser
 
 

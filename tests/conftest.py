@@ -247,3 +247,30 @@ def color_model(model_path, **extra) -> dict:
          "scale": 1 / 255, "labels": str(ROOT / "models" / "vehicle_colors.txt"), "engine": {"max_inflight": 2}}
     m.update(extra)
     return m
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL server on 127.0.0.1 for the session (`postgres_server`); where the
+    package is not installed, a skip on a developer's machine and a failure in CI."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        missing("the PostgreSQL tests need psycopg (pip install -e '.[test]')")
+    from postgres_server import PostgresServer, binaries
+
+    bin_dir = binaries()
+    if bin_dir is None:
+        missing("PostgreSQL's server is not installed (Debian's postgresql package: apt-get install postgresql)")
+    server = PostgresServer(bin_dir).start()
+    yield server
+    server.remove()
+
+
+_databases = iter(range(1_000_000))
+
+
+@pytest.fixture
+def postgres_url(postgres) -> str:
+    """An empty database of the session's PostgreSQL server, for one test."""
+    return postgres.new_database(f"test_{next(_databases)}")

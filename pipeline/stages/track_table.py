@@ -33,10 +33,10 @@ class Tracks:
     missed: np.ndarray = column(dtype=np.int64)  # updates since the last match
     score: np.ndarray = column()                 # the matched detections' scores, added up
     mean: np.ndarray = column(8)                 # the Kalman filter
-    cov: np.ndarray = column(8, 8)
+    cov: np.ndarray = column(3, 4)               # per axis: `motion`'s blocks
     seen: np.ndarray = column(4)                 # the last matched box, and the filter just after it
     seen_mean: np.ndarray = column(8)
-    seen_cov: np.ndarray = column(8, 8)
+    seen_cov: np.ndarray = column(3, 4)
     seen_at: np.ndarray = column(dtype=np.int64)  # the frame of the last match
     last_score: np.ndarray = column()            # the last matched detection's score
     need: np.ndarray = column()                  # a tentative track's scores to add up before it is confirmed

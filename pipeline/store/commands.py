@@ -1,0 +1,124 @@
+"""`pipeline store rebuild | check`: the store built again from the JSON lines, and a look
+at a store's health.
+
+`rebuild` reads the folder of a config (`--config`) or a folder alone (`--dir`: every
+`*.jsonl` file in it) and builds the store beside it (or `--to` a file); a SQLite store
+is built in a new file that then takes the old one's place, the old one kept aside
+(`store.db.replaced-<stamp>`): nothing is emptied. A PostgreSQL store (`outputs.store.url`)
+is rebuilt only into an empty database. A folder a run is writing is refused (`lock`: the
+run's lock on its output folder). `check` opens a store (bringing an older schema up to
+date), runs SQLite's `integrity_check` and says how many rows each table holds; exit 1
+where it is damaged.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from contextlib import AbstractContextManager
+from typing import Callable
+
+from pipeline.config.outputs import JsonlOutputConfig, OutputsConfig
+from pipeline.errors import BAD_INPUT, DONE, FAILED, PipelineError
+from pipeline.store.backend import Backend, Damaged, open_postgres, open_sqlite
+from pipeline.store.opening import move_aside, store_path
+from pipeline.store.rebuild import jsonl_files, rebuild
+from pipeline.store.tables import TABLES, StoreError
+
+Lock = Callable[[str], AbstractContextManager]  # the output folder's lock (`runloop.OutputLock`)
+
+
+def add_store_parser(sub, lock: Lock) -> None:
+    store = sub.add_parser("store", help="rebuild the store from the JSON lines, or check it")
+    actions = store.add_subparsers(dest="action", required=True)
+    for name, text in (("rebuild", "build the store again from the JSON lines (and the recordings on disk)"),
+                       ("check", "open the store, check its integrity, count its rows")):
+        action = actions.add_parser(name, help=text)
+        where = action.add_mutually_exclusive_group(required=True)
+        where.add_argument("--config", help="the run's config: its outputs.dir, JSON lines and store")
+        where.add_argument("--dir", help="an output folder: its *.jsonl files, store.db beside them")
+        if name == "rebuild":
+            action.add_argument("--to", help="write this SQLite file instead of the configured store")
+    store.set_defaults(func=lambda args: run_store_command(args, lock))
+
+
+def outputs_of(args: argparse.Namespace) -> OutputsConfig:
+    """The outputs a command works on: the config's, or a folder's with every `*.jsonl`."""
+    if args.config:
+        from pipeline.config import load_config
+
+        return load_config(args.config).outputs
+    if not os.path.isdir(args.dir):
+        raise PipelineError(f"--dir: {args.dir}: no such folder")
+    return OutputsConfig(dir=os.path.abspath(args.dir), jsonl=JsonlOutputConfig(filename="*.jsonl"))
+
+
+def run_store_command(args: argparse.Namespace, lock: Lock) -> int:
+    try:
+        out = outputs_of(args)
+        if args.action == "check":
+            return check(out)
+        with lock(out.dir):
+            return rebuild_store(out, args.to)
+    except PipelineError as e:
+        for line in e.problems:
+            print(f"error: {line}", file=sys.stderr)
+        return e.exit_status
+
+
+def rebuild_store(out: OutputsConfig, to: str | None) -> int:
+    files = jsonl_files(out)
+    if not files:
+        print(f"error: {out.dir}: no JSON lines to rebuild from ({out.jsonl.filename})", file=sys.stderr)
+        return BAD_INPUT
+    if out.store.url is not None and to is None:
+        backend = open_postgres(out.store.url)
+        if _count(backend, "runs"):
+            backend.close()
+            raise StoreError(f"outputs.store.url: {backend.where}: holds a store already: rebuild into an empty "
+                             "database (or --to a SQLite file)")
+        done, target, kept = rebuild(out, backend), backend.where, None
+        backend.close()
+    else:
+        target = os.path.abspath(to) if to else store_path(out)
+        building = target + ".rebuilding"
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(building + suffix):
+                os.remove(building + suffix)
+        backend = open_sqlite(building)
+        done = rebuild(out, backend)
+        backend.close()
+        kept = move_aside(target, "replaced") if os.path.exists(target) else None
+        os.replace(building, target)
+    print(f"{target}: rebuilt from {len(files)} JSON lines file(s): {done.runs} run(s), {done.records} frame(s)"
+          + (f", {done.skipped} line(s) that are not frames skipped" if done.skipped else "")
+          + (f"; the store before kept as {kept}" if kept else ""))
+    return DONE
+
+
+def _count(backend: Backend, table: str) -> int:
+    cur = backend.conn.cursor()
+    cur.execute(f"SELECT count(*) FROM {table}")  # the table is one of TABLES, never the user's text
+    return int(cur.fetchone()[0])
+
+
+def check(out: OutputsConfig) -> int:
+    if out.store.url is None and not os.path.exists(store_path(out)):
+        print(f"error: {store_path(out)}: no store here", file=sys.stderr)
+        return BAD_INPUT
+    try:
+        backend = open_postgres(out.store.url) if out.store.url else open_sqlite(store_path(out))
+    except Damaged as e:
+        print(f"error: {e.problems[0]} (pipeline store rebuild builds it again from the JSON lines)", file=sys.stderr)
+        return FAILED
+    try:
+        if backend.dialect.name == "sqlite":
+            problems = [r[0] for r in backend.conn.execute("PRAGMA integrity_check").fetchall()]
+            if problems != ["ok"]:
+                print(f"error: {backend.where}: integrity check: {problems[0]}", file=sys.stderr)
+                return FAILED
+        counts = ", ".join(f"{t} {_count(backend, t)}" for t in TABLES if t != "meta")
+        print(f"{backend.where}: ok ({counts})")
+        return DONE
+    finally:
+        backend.close()

@@ -1,0 +1,171 @@
+"""The store's writer against a real SQLite file: rows land off the caller's thread, a full
+queue drops and counts, a refusing database is tried again then counted, removed files
+are forgotten, old rows age out, and a SIGKILL leaves a sound store."""
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+
+from pipeline.store.backend import open_sqlite
+from pipeline.store.rows import RowBuilder
+from pipeline.store.runlog import RUNLOG
+from pipeline.store.writer import StoreWriter
+
+
+def frame(cam, seq, track=None, t=None, **extra):
+    dets = [] if track is None else [{"box": [0, 0, 5, 5], "score": 0.8, "class_id": 0, "class": "person",
+                                      "predicted": False, "track": track}]
+    return {"camera": cam, "seq": seq, "pts": seq, "time": seq * 0.1 if t is None else t, "detected": True,
+            "detections": dets, **extra}
+
+
+def writer(folder, lost: Counter, **options) -> StoreWriter:
+    path = str(folder / "store.db")
+    return StoreWriter(lambda: open_sqlite(path), str(folder), lambda cam, n: lost.update({cam: n}), **options)
+
+
+def wait_for(condition, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def rows_in(path, table="tracks") -> int:
+    """How many rows a store being written holds so far (0 before its tables exist)."""
+    try:
+        return sqlite3.connect(path).execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
+def test_rows_land_and_the_run_log_names_the_run_and_each_cameras_clock(tmp_path):
+    lost: Counter = Counter()
+    w = writer(tmp_path, lost)
+    w.start()
+    for seq in range(5):
+        w.offer(frame("gate", seq, track=1))
+        w.offer(frame("yard", seq, track=seq))
+    w.close()
+    db = sqlite3.connect(tmp_path / "store.db")
+    assert db.execute("SELECT camera, count(*) FROM tracks GROUP BY camera ORDER BY 1").fetchall() == [
+        ("gate", 1), ("yard", 5)]
+    (run, started, host), = db.execute("SELECT id, started, host FROM runs").fetchall()
+    log = [json.loads(line) for line in (tmp_path / RUNLOG).read_text().splitlines()]
+    assert log[0] == {"run": w.key, "started": started, "host": host, "config": None}
+    assert [e["camera"] for e in log[1:]] == ["gate", "yard"]
+    first_seen = dict(db.execute("SELECT camera, min(first_seen) FROM tracks GROUP BY camera"))
+    assert first_seen == {e["camera"]: e["origin"] for e in log[1:]}  # frame 0 is at the camera's origin
+    assert not lost
+
+
+def test_a_full_queue_drops_records_and_counts_them_while_the_database_is_busy(tmp_path):
+    lost: Counter = Counter()
+    w = writer(tmp_path, lost, queue_size=16, flush_s=0.2)
+    w.start()
+    blocker = sqlite3.connect(tmp_path / "store.db", isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")  # another writer holds the database: the store's flush waits
+    w.offer(frame("gate", 0, track=0))
+    time.sleep(0.6)
+    for seq in range(1, 101):
+        w.offer(frame("gate", seq, track=seq))  # never waits
+    assert lost["gate"] >= 100 - 16
+    blocker.execute("ROLLBACK")
+    w.close()
+    kept = sqlite3.connect(tmp_path / "store.db").execute("SELECT count(*) FROM tracks").fetchone()[0]
+    assert kept + lost["gate"] == 101  # every record is in the store or counted lost
+
+
+def test_rows_a_full_disk_refuses_are_tried_again_then_counted_lost(small_disk):
+    folder = small_disk("1m")
+    lost: Counter = Counter()
+    w = writer(folder, lost, buffer_s=1.0, flush_s=0.1)
+    w.start()
+    filler = folder / "filler"
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    for seq in range(300):
+        w.offer(frame("gate", seq, track=seq, events=[{"event": "cross", "track": seq, "class": "person",
+                                                     "line": "door", "direction": "in", "snapshot": "x" * 200}]))
+    wait_for(lambda: lost["gate"] > 0)
+    filler.unlink()  # room again: later rows are written
+    w.offer(frame("gate", 1000, track=1000))
+    w.close()
+    db = sqlite3.connect(folder / "store.db")
+    assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    tracks, events = (db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("tracks", "events"))
+    counts = db.execute("SELECT count(*) FROM counts").fetchone()[0]
+    assert tracks + events + counts + lost["gate"] >= 300 * 2 + 1  # each row stored or counted (a count row sums)
+    assert db.execute("SELECT count(*) FROM tracks WHERE track = 1000").fetchone()[0] == 1
+
+
+def test_files_retention_removed_are_forgotten_before_forget_returns(tmp_path):
+    lost: Counter = Counter()
+    w = writer(tmp_path, lost)
+    w.start()
+    event = {"event": "enter", "track": 1, "class": "person", "zone": "lawn", "snapshot": "events/gate/1.jpg",
+             "clip": "events/gate/1.mp4", "recording": "gate.rec.1.mp4", "recording_time": 0.5}
+    w.offer(frame("gate", 0, track=1, recording="gate.rec.1.mp4", recording_time=0.5, events=[event]))
+    w.offer(frame("gate", 1, track=1, recording="gate.rec.2.mp4", recording_time=0.0))
+    wait_for(lambda: rows_in(tmp_path / "store.db", "segments") == 2)
+    w.forget(["events/gate/1.jpg", "events/gate/1.mp4", "gate.rec.1.mp4"])
+    db = sqlite3.connect(tmp_path / "store.db")
+    assert db.execute("SELECT path FROM segments").fetchall() == [("gate.rec.2.mp4",)]
+    assert db.execute("SELECT snapshot, clip, recording, recording_time FROM events").fetchall() == [
+        (None, None, None, None)]
+    assert db.execute("SELECT snapshot, recording, recording_time FROM tracks").fetchall() == [(None, None, None)]
+    w.close()
+
+
+def test_tracks_and_events_age_out_before_the_counts(tmp_path):
+    backend = open_sqlite(str(tmp_path / "store.db"))
+    rows = RowBuilder(backend.begin_run(0.0, None, None), str(tmp_path))
+    cross = {"event": "cross", "track": 1, "class": "car", "line": "gate", "direction": "in"}
+    for day in (0, 10, 20):
+        rows.add(frame("gate", day, track=day, t=day * 86400.0, events=[dict(cross, track=day)]), 0.0)
+    backend.write(rows.take())
+    backend.age_out(rows_before=15 * 86400.0, counts_before=5 * 86400.0)
+    db = sqlite3.connect(tmp_path / "store.db")
+    assert db.execute("SELECT track FROM tracks").fetchall() == [(20,)]
+    assert db.execute("SELECT track FROM events").fetchall() == [(20,)]
+    assert db.execute("SELECT count(*) FROM track_lines").fetchone() == (1,)
+    assert [m for m, in db.execute("SELECT minute FROM counts ORDER BY 1")] == [10 * 86400, 20 * 86400]
+
+
+KILLED = """
+import sys, time
+from collections import Counter
+sys.path.insert(0, {tests!r})
+from test_writer import frame, writer
+from pathlib import Path
+w = writer(Path({folder!r}), Counter(), flush_s=0.1)
+w.start()
+seq = 0
+while True:
+    w.offer(frame("gate", seq, track=seq))
+    seq += 1
+    time.sleep(0.001)
+"""
+
+
+def test_a_sigkilled_writer_leaves_a_store_that_opens_and_passes_its_integrity_check(tmp_path):
+    script = KILLED.format(tests=os.path.dirname(__file__), folder=str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-c", script], env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    try:
+        wait_for(lambda: rows_in(tmp_path / "store.db") > 200, timeout=60)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    backend = open_sqlite(str(tmp_path / "store.db"))  # opens (its quick check passes) and takes a new run
+    assert backend.conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert backend.conn.execute("SELECT count(*) FROM tracks").fetchone()[0] > 200
+    assert backend.begin_run(1.0, None, None) == 2
