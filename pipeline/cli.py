@@ -1,4 +1,4 @@
-"""`pipeline run | status | validate | cluster | models | bench` (also `python -m pipeline`).
+"""`pipeline run | status | validate | cluster | export | models | bench` (also `python -m pipeline`).
 
 Exit status (`pipeline.runloop`): 0 done, 1 a run whose cameras all failed, whose
 outputs could not all be written or that lost an event, 2 bad configuration, model or
@@ -181,6 +181,39 @@ def cmd_status(args: argparse.Namespace) -> int:
     return DONE
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """A camera's recordings over a time range as one MP4, packets copied: exit 0, 1 when
+    nothing was recorded there, 2 for a mistake (`recording.export`)."""
+    from pathlib import Path
+
+    from pipeline.config import ConfigError, load_yaml, read_config
+    from pipeline.recording.export import ExportError, export, recorded, when
+    from pipeline.recording.segments import stamp
+    from pipeline.store.filters import BadParameter, parse_time
+
+    try:
+        config, problems = read_config(load_yaml(args.config), Path(args.config).resolve().parent)
+        start, end = parse_time("--start", args.start), parse_time("--end", args.end)
+    except (ConfigError, BadParameter) as e:
+        return _problems(getattr(e, "problems", None) or [str(e)])
+    if [p for p in problems if p.startswith("outputs")]:
+        return _problems([p for p in problems if p.startswith("outputs")])
+    out = config.outputs
+    names = [out.record.filename] + [out.record_for(s.record).filename for s in config.sources if s.id == args.camera]
+    pieces = recorded(out, names, args.camera)
+    if not pieces and args.camera not in [s.id for s in config.sources]:
+        return _problems([f"--camera: no camera {args.camera!r} in {args.config}, nor recordings of one"])
+    path = args.output or f"{args.camera}.{stamp(start)}-{stamp(end)}.mp4"
+    try:
+        made = export(args.camera, pieces, start, end, path, out.record.export_max_s)
+    except ExportError as e:
+        return _failed(e)
+    print(f"{path}: {made.video} video and {made.audio} audio packets from {when(made.first)} to {when(made.last)}")
+    for note in made.notes:
+        print(f"note: {note}")
+    return DONE
+
+
 def cmd_cluster(args: argparse.Namespace) -> int:
     import yaml
 
@@ -287,6 +320,16 @@ def _add_status(sub) -> None:
     status.set_defaults(func=cmd_status)
 
 
+def _add_export(sub) -> None:
+    export = sub.add_parser("export", help="a camera's recordings over a time range as one MP4, packets copied")
+    export.add_argument("--config", required=True, help="the config that recorded (its outputs.dir and record)")
+    export.add_argument("--camera", required=True)
+    export.add_argument("--start", required=True, help="ISO 8601 (UTC where no zone is given) or epoch seconds")
+    export.add_argument("--end", required=True, help="as --start; at most outputs.record.export_max_s after it")
+    export.add_argument("-o", "--output", help="the MP4 to write (default: CAMERA.START-END.mp4 here)")
+    export.set_defaults(func=cmd_export)
+
+
 def _add_cluster(sub) -> None:
     cluster = sub.add_parser("cluster", help="add, remove or show cameras of a running `run --cluster`")
     cluster.add_argument("action", choices=["add", "remove", "status"])
@@ -363,6 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_status(sub)
     _add_cluster(sub)
+    _add_export(sub)
     val = sub.add_parser("validate", help="check a config without running it")
     val.add_argument("--config", required=True)
     val.set_defaults(func=cmd_validate)
@@ -412,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":  # the run loop takes these over once the cameras start
         signal.signal(signal.SIGTERM, functools.partial(_quit_on_signal, status=DONE))  # a service manager's stop
         signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a reload while starting: the config was just read
-    if args.command in ("models", "bench", "status"):  # nothing to finalise: clean up and stop
+    if args.command in ("models", "bench", "status", "export"):  # nothing to finalise: clean up and stop
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:

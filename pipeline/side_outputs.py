@@ -79,7 +79,8 @@ class SideOutputs:
         self.web: WebServer | None = None
         if out.web is not None and self.preview is not None:
             control = CameraControl(pipeline, pipeline.config) if out.web.control else None
-            recordings = RecordingFiles(out.dir, lambda: record_names(pipeline), out.jsonl.filename)
+            recordings = RecordingFiles(out.dir, lambda: record_names(pipeline), out.jsonl.filename,
+                                        out.record.export_max_s)
             location = location_of(out)
             store = Store(location) if location else None
             self.web = WebServer(out.web, pipeline.snapshot, self.preview, cameras=lambda: pipeline.metrics.cameras,

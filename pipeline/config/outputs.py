@@ -132,6 +132,9 @@ class RecordConfig:
     queue: int = option(512, check=positive,
                         doc="packets waiting for the writer; beyond, packets are dropped up to the next keyframe "
                             "(counted)")
+    export_max_s: float = option(3600.0, check=positive,
+                                 doc="the longest time range one export covers (`GET /api/export`, `pipeline export`; "
+                                     "the same for every camera)")
 
     def segment_for(self, live: bool, video_segment_s: float | None) -> float | None:
         """Its segment length (None: one file, cut only where the stream changes)."""

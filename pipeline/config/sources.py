@@ -43,6 +43,9 @@ def read_record_override(r: Reader, raw: Any, where: str) -> dict[str, Any] | An
     if not isinstance(raw, dict):
         r.problem(where, f"expected a mapping, got {describe_value(raw)}")
         return INVALID
+    if "export_max_s" in raw:
+        r.problem(f"{where}.export_max_s", "one limit for every camera's exports: set outputs.record.export_max_s")
+        return INVALID
     before = len(r.problems)
     record = r.record(RecordConfig, raw, where)
     if len(r.problems) > before:

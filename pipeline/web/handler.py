@@ -20,6 +20,7 @@ from pipeline.redact import redact_data
 from pipeline.sinks.preview import Picture
 from pipeline.web import camera_api, evidence, pages, recordings, reload_api, tuning
 from pipeline.web import store_api
+from pipeline.web import export_api
 from pipeline.web.admission import AdmittedHandler
 
 log = logging.getLogger("pipeline.web")
@@ -95,6 +96,8 @@ class Handler(AdmittedHandler):
             recordings.serve_segments(self, urllib.parse.unquote(path[len("/api/recordings/"):]))
         elif path == "/api/boxes":
             recordings.serve_boxes(self, query)
+        elif path == export_api.PATH:
+            export_api.serve(self, query)
         elif path.startswith(store_api.PREFIX):
             store_api.serve(self, path, query)
         elif path == "/metrics":

@@ -22,7 +22,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
-from pipeline.config.outputs import stamped
+from pipeline.config.outputs import RecordConfig, stamped
 from pipeline.config.sources import CAMERA_ID
 from pipeline.redact import redact_data
 from pipeline.recording.segments import STAMP_RE, segment_files
@@ -51,13 +51,15 @@ def name_pattern(template: str) -> re.Pattern:
 
 
 class RecordingFiles:
-    def __init__(self, root: str, templates: Callable[[], Iterable[str]], jsonl: str):
+    def __init__(self, root: str, templates: Callable[[], Iterable[str]], jsonl: str,
+                 export_max_s: float = RecordConfig.export_max_s):
         """`templates`: the recordings' file name templates now (asked at each request: a
         camera added while running may name its own), `jsonl` the JSON lines' (both
-        relative to `root`, `outputs.dir`)."""
+        relative to `root`, `outputs.dir`); `export_max_s`: the longest range one export covers."""
         self.root = root
         self._templates = templates
         self.jsonl = jsonl
+        self.export_max_s = export_max_s
 
     @property
     def templates(self) -> list[str]:

@@ -20,6 +20,9 @@ from pipeline.store.queries import Store
 class Recordings(Protocol):
     """The cameras' recording files (`web.recordings.RecordingFiles`)."""
 
+    root: str
+    export_max_s: float
+
     def file(self, path: str) -> str | None: ...
 
     def segments(self, camera: str) -> list[dict]: ...

@@ -1,0 +1,94 @@
+"""Export by copy over HTTP: `GET /api/export?camera=C&start=T&end=T` answers one MP4 of
+the camera's recordings over [start, end) (`recording.export`: packets copied, cut at the
+keyframe at or before start), as an attachment.
+
+Times are ISO 8601 (UTC where no zone is given) or epoch seconds, as the store's API
+takes them. The answer's headers say what the file holds: `X-Export-Start` and
+`X-Export-End` (epoch seconds of its first and last decode times) and, where the range
+crossed a gap or the stream changed, `X-Export-Note`. Mistakes are 400 with one line
+naming the parameter (a range longer than `outputs.record.export_max_s` names the
+limit), a range no recording covers 404. The file is made in a folder of its own under
+`outputs.dir` (the recordings' disk, sized for video) and removed once sent; at most
+`AT_ONCE` exports run together (more: 503), so downloads never take the disk from the
+cameras' writers.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from typing import TYPE_CHECKING, Collection, Mapping, Sequence
+
+from pipeline.config.sources import CAMERA_ID
+from pipeline.recording.export import ExportError, Exported, export, pieces_of
+from pipeline.recording.segments import stamp
+from pipeline.store.filters import BadParameter, clip, one, parse_time
+
+if TYPE_CHECKING:
+    from pipeline.web.request import Recordings, Request
+
+PATH = "/api/export"
+ACCEPTED = {"camera", "start", "end", "token"}
+AT_ONCE = 2
+CHUNK = 1 << 16
+_running = threading.BoundedSemaphore(AT_ONCE)
+
+
+def parameters(query: Mapping[str, Sequence[str]], cameras: Collection[str],
+               files: Recordings) -> tuple[str, float, float]:
+    """The camera (one of the run's, or one with recordings) and the range; BadParameter."""
+    unknown = sorted(set(query) - ACCEPTED)
+    if unknown:
+        raise BadParameter(f"{clip(unknown[0])}: not a parameter of export (known: camera, end, start)")
+    given = {name: one(query, name) for name in ("camera", "start", "end")}
+    missing = [name for name, value in given.items() if value is None]
+    if missing:
+        raise BadParameter(f"{missing[0]}: required (e.g. ?camera=door&start=2026-12-01T14:00:00Z"
+                           "&end=2026-12-01T14:05:00Z)")
+    camera = str(given["camera"])
+    if not CAMERA_ID.fullmatch(camera):
+        raise BadParameter(f"camera: {clip(camera)} is not a camera id")
+    if camera not in cameras and not files.segments(camera):
+        raise BadParameter(f"camera: no camera {clip(camera)} here, nor recordings of one")
+    return camera, parse_time("start", str(given["start"])), parse_time("end", str(given["end"]))
+
+
+def serve(handler: Request, query: Mapping[str, Sequence[str]]) -> None:
+    files = handler.app.recordings
+    if files is None:
+        handler.send(404, b"this run keeps no recordings\n")
+        return
+    try:
+        camera, start, end = parameters(query, handler.app.cameras(), files)
+    except BadParameter as e:
+        handler.send(400, f"{e}\n".encode())
+        return
+    if not _running.acquire(blocking=False):
+        handler.send(503, f"{AT_ONCE} exports are being made; try again in a few seconds\n".encode(),
+                     headers={"Retry-After": "5"})
+        return
+    try:
+        with tempfile.TemporaryDirectory(prefix=".export-", dir=files.root) as folder:
+            name = f"{camera}.{stamp(start)}-{stamp(end)}.mp4"
+            pieces = pieces_of((s["start"], real) for s in files.segments(camera)
+                               if (real := files.file(s["file"])) is not None)
+            try:
+                made = export(camera, pieces, start, end, os.path.join(folder, name), files.export_max_s)
+            except ExportError as e:
+                handler.send(e.status, f"{e}\n".encode())
+                return
+            send(handler, made, name)
+    finally:
+        _running.release()
+
+
+def send(handler: Request, made: Exported, name: str) -> None:
+    headers = {"Content-Disposition": f'attachment; filename="{name}"', "X-Export-Start": f"{made.first:.3f}",
+               "X-Export-End": f"{made.last:.3f}"}
+    if made.notes:
+        headers["X-Export-Note"] = "; ".join(made.notes)
+    with open(made.path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        handler.send_head(200, "video/mp4", size, headers)
+        while chunk := f.read(CHUNK):
+            handler.wfile.write(chunk)
