@@ -1,6 +1,7 @@
-"""The pages (`GET /`: the live page) and the scripts they share (`GET /static/<name>`:
-the recording player). Served from the package, read once; opened with the right
-`?token=`, a page also gets the cookie its own requests use.
+"""The pages (`GET /`: the live page; `GET /review`: what the store holds, across cameras:
+the timeline, tracks, playback, counts and exports) and the scripts they share (`GET
+/static/<name>`: the recording player). Served from the package, read once; opened with
+the right `?token=`, a page also gets the cookie its own requests use.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
     from pipeline.web.request import Request
 
 HERE = Path(__file__).parent
-FILES = {"/": ("page.html", "text/html; charset=utf-8"),
+FILES = {"/": ("page.html", "text/html; charset=utf-8"), "/review": ("review.html", "text/html; charset=utf-8"),
          "/static/playback.js": ("playback.js", "text/javascript; charset=utf-8")}
 _BODIES = {path: (HERE / name).read_bytes() for path, (name, _) in FILES.items()}
 

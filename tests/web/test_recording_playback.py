@@ -18,7 +18,7 @@ import pytest
 
 from conftest import detector_model
 from pipeline.drawing import class_color
-from web_support import browser, get, running, wait_for  # noqa: F401  (a fixture)
+from web_support import browser, get, outline_drawn, running, wait_for  # noqa: F401  (a fixture)
 
 pytest.importorskip("skimage.data", reason="scikit-image provides the photo moved in the synthetic clip")
 from synthetic import Mover, picture, render  # noqa: E402
@@ -39,24 +39,6 @@ def shown_frame(recording: Path, picture_shown: np.ndarray) -> float:
             diff = np.abs(image[:h * 2 // 3].astype(int) - picture_shown[:h * 2 // 3].astype(int)).mean()
             best = min(best, (diff, float(frame.time)))
     return best[1]
-
-
-def outline_drawn(shot: np.ndarray, box: tuple[float, float, float, float], rgb: tuple[int, int, int]) -> float:
-    """The share of points along the rectangle's weakest side with a pixel of `rgb` within 3 px."""
-    x1, y1, x2, y2 = box
-    hit = (np.abs(shot.astype(int) - np.array(rgb)).sum(axis=2) < 60)
-    sides = []
-    for ends, vertical in ((((x1, y1), (x2, y1)), False), (((x1, y2), (x2, y2)), False),
-                           (((x1, y1), (x1, y2)), True), (((x2, y1), (x2, y2)), True)):
-        (ax, ay), (bx, by) = ends
-        found = 0
-        points = [(ax + (bx - ax) * i / 19, ay + (by - ay) * i / 19) for i in range(1, 19)]
-        for x, y in points:
-            x, y = round(x), round(y)
-            near = hit[y, x - 3:x + 4] if vertical else hit[y - 3:y + 4, x]
-            found += bool(near.any())
-        sides.append(found / len(points))
-    return min(sides)
 
 
 def recorded_walk(model_path, running, tmp_path, graph: list):

@@ -1,6 +1,6 @@
 """What the live view's tests share: the two-camera config, a running pipeline (the
-`running` fixture: import it), plain HTTP and raw socket requests, and headless Chromium
-(Debian's, installed by .ci/run)."""
+`running` fixture: import it), plain HTTP and raw socket requests, headless Chromium
+(Debian's, installed by .ci/run) and a look for a box drawn in its screenshot."""
 from __future__ import annotations
 
 import os
@@ -10,6 +10,7 @@ import time
 import urllib.error
 import urllib.request
 
+import numpy as np
 import pytest
 
 from conftest import detector_model
@@ -98,3 +99,21 @@ def wait_for(condition, seconds: float = 60, every: float = 0.1):
         if value or time.monotonic() > deadline:
             return value
         time.sleep(every)
+
+
+def outline_drawn(shot: np.ndarray, box: tuple[float, float, float, float], rgb: tuple[int, int, int]) -> float:
+    """The share of points along the rectangle's weakest side with a pixel of `rgb` within 3 px."""
+    x1, y1, x2, y2 = box
+    hit = (np.abs(shot.astype(int) - np.array(rgb)).sum(axis=2) < 60)
+    sides = []
+    for ends, vertical in ((((x1, y1), (x2, y1)), False), (((x1, y2), (x2, y2)), False),
+                           (((x1, y1), (x1, y2)), True), (((x2, y1), (x2, y2)), True)):
+        (ax, ay), (bx, by) = ends
+        found = 0
+        points = [(ax + (bx - ax) * i / 19, ay + (by - ay) * i / 19) for i in range(1, 19)]
+        for x, y in points:
+            x, y = round(x), round(y)
+            near = hit[y, x - 3:x + 4] if vertical else hit[y - 3:y + 4, x]
+            found += bool(near.any())
+        sides.append(found / len(points))
+    return min(sides)
