@@ -20,8 +20,24 @@ FRAGMENTED = {"movflags": "frag_keyframe+empty_moov+default_base_moof", "flush_p
 FORMATS = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska"}
 
 
+ROOM_FLOOR = 256 * 2**10  # bytes a recording leaves free beyond two of its largest fragments
+
+
 class RecordingError(PipelineError):
     """The recording cannot go on (the message says why in one line)."""
+
+
+def check_room(folder: str, fragment: int) -> None:
+    """At a keyframe: a disk without room for two more of the recording's largest
+    fragments (and `ROOM_FLOOR`) stops it there (`RecordingError`), so that its file ends
+    with a whole fragment and no row names a picture the disk could not take."""
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder) or "."  # not made yet: the disk it will be on
+    st = os.statvfs(folder)
+    free = st.f_bavail * st.f_frsize
+    if free < 2 * fragment + ROOM_FLOOR:
+        raise RecordingError(f"its disk is nearly full ({free / 2**20:.2f} MiB free in {folder}, its fragments take "
+                             f"up to {fragment / 2**20:.2f} MiB): stopped at a keyframe, its files whole")
 
 
 def options_for(ext: str) -> dict[str, str]:

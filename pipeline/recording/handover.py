@@ -18,9 +18,12 @@ the one before it, kept open for what still belongs in it.
 """
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass
 
 from pipeline.recording.file import SegmentFile
+from pipeline.recording.mp4 import cut_to_whole_fragments, last_picture_s, whole_fragments_end
 from pipeline.recording.segment_plan import Link, Segment
 
 LATE_S = 10.0  # video seconds after a cut that the previous file waits for its audio, at most
@@ -41,6 +44,28 @@ class OpenSegment:
     def audio_dts(self, packet, link: Link) -> int:
         """The audio packet's decode time in this file (its audio time base)."""
         return packet.dts + link.audio_offset - round(self.segment.base_s / link.audio.time_base)
+
+    def close(self) -> str | None:
+        """Finish the file; where its disk could not take all of it (a full disk: the
+        muxer may not say so), cut it back to its last whole fragment (MP4, MOV) and
+        answer only for the pictures it still holds: what it holds, said (None: whole)."""
+        path = self.segment.path
+        error: Exception | None = None
+        try:
+            self.file.close()
+        except Exception as e:  # the disk took part of it: what it took is kept, whole
+            error = e
+        torn = os.path.splitext(path)[1].lower() in (".mp4", ".mov") and os.path.exists(path) \
+            and whole_fragments_end(path) < os.path.getsize(path)
+        if not torn:
+            if error is not None:
+                raise error
+            return None
+        cut_to_whole_fragments(path)  # (removes a file left without a picture)
+        held = last_picture_s(path) if os.path.exists(path) else None
+        self.segment.held_s = self.segment.base_s + held if held is not None else -math.inf
+        return f"{self.segment.file} cut to its last whole fragment, " + \
+            ("nothing left" if held is None else f"which holds up to {held:.3f} s")
 
     def audio(self, packet, link: Link) -> bool:
         """Write an audio packet that lies in this file after the last one (False: it does not)."""
@@ -78,6 +103,9 @@ class Handover:
         self.current: OpenSegment | None = None
         self.closing: list[Closing] = []  # oldest first
         self.late_audio = 0
+        self.largest_fragment = 0  # bytes from a keyframe to the next, the most so far
+        self.torn: list[str] = []  # files the disk could not take all of, and what each holds
+        self._fragment = 0
         self._link: Link | None = None  # the connection of the latest picture
         self._joined: int | None = None  # its first keyframe's pts, while pictures may still show before it
         self._closed: tuple[OpenSegment, Link] | None = None  # the connection's first file closed after a cut
@@ -96,7 +124,7 @@ class Handover:
             self.closing.append(Closing(self.current, link, key))
         elif self.current is not None:
             self.close_all_but_current()
-            self.current.file.close()
+            self._finish(self.current)
         self.current = opened
         self.video(link, *key, True)
 
@@ -119,6 +147,8 @@ class Handover:
                 return
             newest.leading = False
         self.current.video(packet, link, pts, dts, key)
+        self._fragment = packet.size + (0 if key else self._fragment)
+        self.largest_fragment = max(self.largest_fragment, self._fragment)
         for closing in list(self.closing):
             if closing.done or (pts - closing.key[1]) * link.seconds > LATE_S:
                 self._close(closing)
@@ -143,17 +173,22 @@ class Handover:
         self.closing.remove(closing)
         if self._closed is None or self._closed[1] is not closing.link:
             self._closed = (closing.open, closing.link)
-        closing.open.file.close()
+        self._finish(closing.open)
 
     def close_all_but_current(self) -> None:
         while self.closing:
             self._close(self.closing[0])
 
     def close(self) -> None:
-        """Finish every file (the recording ended or failed)."""
+        """Finish every file (the recording ended or failed), each as far as its disk took it."""
         try:
             self.close_all_but_current()
         finally:
             if self.current is not None:
                 current, self.current = self.current, None
-                current.file.close()
+                self._finish(current)
+
+    def _finish(self, opened: OpenSegment) -> None:
+        torn = opened.close()
+        if torn is not None:
+            self.torn.append(torn)

@@ -22,6 +22,17 @@ def video_frames(path: str) -> int:
         return 0
 
 
+def last_picture_s(path: str) -> float | None:
+    """The time of the latest picture a (possibly cut-off) video file holds, in its own
+    clock (None: it holds none), read without decoding."""
+    try:
+        with av.open(path) as c:
+            shown = [p.pts * p.time_base for p in c.demux(video=0) if p.size and p.pts is not None]
+    except Exception:  # empty, or nothing playable was written
+        return None
+    return float(max(shown)) if shown else None
+
+
 def whole_fragments_end(path: str) -> int:
     """The byte offset after the last whole fragment (or the header, with none)."""
     return _whole_boxes(path)[0]

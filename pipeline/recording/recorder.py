@@ -14,6 +14,7 @@ the analysis lies in the files (`segment_plan`).
 """
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import os
@@ -265,6 +266,9 @@ class RecordingWriter:
             self.files.cut(self._open(segment, link), link, (packet, pts, dts))
         else:
             self.files.video(link, packet, pts, dts, key)
+        self.recording.plan.fragment_bytes = self.files.largest_fragment
+        if self.files.torn:  # a segment closed short: its disk is full
+            raise OSError(errno.ENOSPC, "its disk could not take all of a segment")
         if pts * link.seconds > self.written_s:
             self.written_s = pts * link.seconds
         self._count(packet.size)
@@ -313,17 +317,29 @@ class RecordingWriter:
             self.stats.bytes_per_s = round((self.stats.bytes - b0) / (now - t0), 1) if now > t0 else 0.0
 
     def _fail(self, error: BaseException) -> None:
-        self._finish("failed")
+        try:
+            self.files.close()
+        except Exception:  # the disk is full: each file as far as it took it
+            pass
         self.recording.failed(error)
+        self._say_torn()
+
+    def _say_torn(self) -> None:
+        """Files the disk could not take all of fail the recording, saying what each holds."""
+        if self.files.torn:
+            if self.stats.state != "failed":
+                self.recording.failed(OSError(errno.ENOSPC, "its disk could not take all of its files"))
+            self.stats.error += f" ({'; '.join(self.files.torn)})"
+            self.files.torn = []
 
     def _finish(self, state: str) -> None:
         try:
             self.files.close()
         except Exception as e:  # the last fragment could not be written: the file plays up to the one before
-            if state != "failed":
-                self.recording.failed(e)
+            self._fail(e)
             return
-        if state != "failed" and self.stats.state != "failed":  # a recording refused before its writer began
+        self._say_torn()
+        if self.stats.state != "failed":  # (a recording refused before its writer began stays failed)
             self.stats.state = state
 
     def stop(self, timeout: float) -> None:

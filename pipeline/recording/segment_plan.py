@@ -16,6 +16,7 @@ holds which stretch of it, and where a frame of the analysis lies in those files
 from __future__ import annotations
 
 import io
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import Callable
 
 import av
 
-from pipeline.recording.file import check_holds
+from pipeline.recording.file import check_holds, check_room
 from pipeline.recording.keyframe_params import described
 from pipeline.recording.segments import SegmentClock
 from pipeline.recording.stamps import Stamps
@@ -56,13 +57,14 @@ class Segment:
     height: int
     params: tuple      # codec, size, extradata, time base: the stream it can hold
     holes: list[list[float]] = field(default_factory=list)  # [from, to) dropped (the writer was behind)
+    held_s: float = math.inf  # its latest picture on the timeline the file holds, once a write error cut it short
 
     @property
     def base_s(self) -> float:
         return float(self.base * self.time_base)
 
     def spot(self, t: float) -> RecordingSpot | None:
-        if any(a <= t < b for a, b in self.holes):
+        if t > self.held_s or any(a <= t < b for a, b in self.holes):
             return None
         return RecordingSpot(self.file, round(t - self.base_s, 6), self.width, self.height)
 
@@ -154,11 +156,14 @@ class SegmentPlan:
         self.live = live
         self.clock = SegmentClock(segment_s, after)
         self.segments: list[Segment] = []  # replaced, never changed in place: `spot` reads it from other threads
+        self.fragment_bytes = 0  # the largest fragment written so far (the writer keeps it)
         self._media0: tuple[float, float] | None = None  # a file's (wall clock, media time) at its first keyframe
 
     def keyframe(self, link: Link, t: float, base: int) -> Segment | None:
         """The segment a keyframe at `t` (timeline seconds; `base`: its dts on the timeline)
         starts, or None: it goes on in the current one."""
+        current = self.segments[-1] if self.segments else None
+        check_room(os.path.dirname(current.path) if current else self.root, self.fragment_bytes)
         wall = time.time()
         if self.live:
             at_s = name_s = wall
@@ -166,7 +171,6 @@ class SegmentPlan:
             if self._media0 is None:
                 self._media0 = (wall, t)
             at_s, name_s = t, self._media0[0] + t - self._media0[1]
-        current = self.segments[-1] if self.segments else None
         if current is not None and current.params != link.params:
             stamp: str | None = self.clock.restart(name_s)  # another codec or size: a file of its own
         else:
