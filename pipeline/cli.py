@@ -398,7 +398,7 @@ def _output_lock(folder: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pipeline.store.commands import add_store_parser
+    from pipeline.store.store_command import add_store_parser
 
     parser = argparse.ArgumentParser(prog="pipeline", description="Multi-camera video analytics on ONNX Runtime")
     parser.add_argument("-v", "--verbose", action="store_true")

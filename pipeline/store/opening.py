@@ -54,12 +54,14 @@ def open_store(out: OutputsConfig) -> Backend:
 
 
 def store_writer(out: OutputsConfig, on_lost: OnLost, config: str | None = None) -> StoreWriter | None:
-    """The run's writer of the configured store (None: the store is off); it opens the
-    store as it starts."""
+    """The run's writer of the configured store, the store opened and the run entered
+    (None: the store is off); `StoreError` where the store cannot be opened."""
     store = out.store
     if not store.enabled:
         return None
     keep = (None if store.max_days is None else store.max_days * DAY_S,
             None if store.counts_max_days is None else store.counts_max_days * DAY_S)
-    return StoreWriter(lambda: open_store(out), out.dir, on_lost, store.queue, store.flush_s, store.buffer_s,
-                       config, keep)
+    writer = StoreWriter(lambda: open_store(out), out.dir, on_lost, store.queue, store.flush_s, store.buffer_s,
+                         config, keep)
+    writer.open()
+    return writer

@@ -42,6 +42,7 @@ class RunLog:
     def _append(self, entry: dict) -> None:
         line = (json.dumps(entry, separators=(",", ":")) + "\n").encode("utf-8")
         try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)  # before the run's first file
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
                 os.write(fd, line)  # one small write to a file opened for appending: whole or not at all

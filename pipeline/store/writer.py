@@ -22,10 +22,12 @@ import time
 import uuid
 from typing import Callable
 
+from pipeline.errors import one_line
 from pipeline.store.backend import Backend
 from pipeline.store.flusher import Flusher, OnLost
 from pipeline.store.rows import RowBuilder
 from pipeline.store.runlog import RunLog
+from pipeline.store.tables import StoreError
 
 log = logging.getLogger("pipeline.store")
 
@@ -55,12 +57,23 @@ class StoreWriter:
         self._aged = -math.inf
         self._thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        """Open the store and begin the run; raises `StoreError` where it cannot be opened."""
+    def open(self) -> None:
+        """Open the store and enter the run; `StoreError` (one line) where it cannot be had.
+        Done as the run is built, so a store that cannot be opened stops it before any
+        camera starts."""
         backend = self.flusher.open()
         started, host = time.time(), socket.gethostname()
-        self.rows = RowBuilder(backend.begin_run(started, self.config_path, host), self.root)
+        try:
+            run = backend.begin_run(started, self.config_path, host)
+        except Exception as e:
+            backend.close()
+            raise StoreError(f"{backend.where}: the run cannot be entered: {one_line(e)}") from None
+        self.rows = RowBuilder(run, self.root)
         self.runlog.begin(self.key, started, host, self.config_path)
+
+    def start(self) -> None:
+        if self.rows is None:
+            self.open()
         self._thread = threading.Thread(target=self._loop, name="store-writer", daemon=True)
         self._thread.start()
 
@@ -99,6 +112,7 @@ class StoreWriter:
     def close(self, timeout: float = 30.0) -> None:
         """Write what waits and close the store (rows the database refuses now are lost, counted)."""
         if self._thread is None:
+            self.flusher.close()  # opened, never started (a run that failed to start)
             return
         self.queue.put(("stop",))
         self._thread.join(timeout)
