@@ -85,8 +85,8 @@ def serve(handler: Request, query: Mapping[str, Sequence[str]]) -> None:
 def send(handler: Request, made: Exported, name: str) -> None:
     headers = {"Content-Disposition": f'attachment; filename="{name}"', "X-Export-Start": f"{made.first:.3f}",
                "X-Export-End": f"{made.last:.3f}"}
-    if made.notes:
-        headers["X-Export-Note"] = "; ".join(made.notes)
+    if made.notes:  # a header's value: one line of ASCII
+        headers["X-Export-Note"] = " ".join("; ".join(made.notes).encode("ascii", "replace").decode().split())
     with open(made.path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         handler.send_head(200, "video/mp4", size, headers)

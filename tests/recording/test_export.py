@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from fractions import Fraction
 
 import av
@@ -15,9 +16,13 @@ import pytest
 import yaml
 
 from pipeline.cli import main
+from pipeline.config import SourceConfig
+from pipeline.config.outputs import RecordConfig
+from pipeline.recording.recorder import Recording
+from pipeline.sources.connection import Connection
 from pipeline.recording.export import ExportError, export, pieces_of, when
 from pipeline.recording.segments import segment_files, stamp
-from test_recorder import clip, play, recording
+from test_recorder import clip, play, recording, with_audio
 
 RATE = 16000
 
@@ -138,6 +143,37 @@ def test_a_range_over_a_gap_says_which_and_keeps_it_in_time(recorded, tmp_path):
     late = export("cam", pieces, t0 + 5, t0 + 13, str(tmp_path / "late.mp4"), 3600)  # starts in the gap
     assert late.notes[0].startswith(f"gap: no recording from {when(t0 + 5)} to {when(t0 + 12)}")
     assert late.first == t0 + 12 and exported(late.path)[0][2]
+
+
+def test_a_reconnect_inside_one_file_is_a_gap_said_too(tmp_path):
+    """A live camera away for a while and back within one segment: its file holds a jump
+    in time, kept and said like a gap between files."""
+    source = clip(tmp_path, "a.mp4", frames=20)
+    rec = Recording("cam", str(tmp_path / "out"), RecordConfig(enabled=True), None, True,
+                    path=lambda s: str(tmp_path / "out" / f"cam.rec.{s}.mp4"), after=None, on_failure=print)
+    for i in range(2):
+        if i:
+            time.sleep(5)  # the camera is away: the live timeline follows the wall clock
+        connection = Connection(SourceConfig(id="cam", uri=source), lambda why: None, tap=rec)
+        sum(1 for _ in connection.frames(lambda: False))
+        connection.close()
+        rec.disconnect()
+    rec.close()
+    (only,) = segment_files(str(tmp_path / "out" / "cam.rec.{start}.mp4"))
+    pieces = pieces_of([only])
+    made = export("cam", pieces, pieces[0].start, pieces[0].start + 30, str(tmp_path / "e.mp4"), 3600)
+    assert made.video == 40 and made.notes[0].startswith("gap: no recording from")
+    assert float(made.notes[0].split("(")[1].split(" s,")[0]) > 2  # the time away, less the clip's 2 s
+
+
+def test_audio_an_mp4_cannot_hold_is_left_out_and_said(tmp_path):
+    source = with_audio(clip(tmp_path, "v.mp4"), str(tmp_path / "ulaw.mov"), "pcm_mulaw")
+    rec, _ = recording(tmp_path / "out", filename="{camera}.rec.{start}.mov")
+    play(rec, source)
+    files = segment_files(str(tmp_path / "out" / "cam.rec.{start}.mov"))
+    pieces = pieces_of(files)
+    made = export("cam", pieces, pieces[0].start, pieces[0].start + 2, str(tmp_path / "e.mp4"), 3600)
+    assert (made.video, made.audio) == (20, 0) and made.notes == ["audio left out: an MP4 cannot hold pcm_mulaw"]
 
 
 def test_a_change_of_picture_size_ends_the_export_there_and_says_so(tmp_path):
