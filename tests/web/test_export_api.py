@@ -22,7 +22,7 @@ from pipeline.web.recordings import RecordingFiles
 from pipeline.web.server import WebServer
 from pipeline.sources.connection import Connection
 from synthetic import Mover, picture, render
-from web_support import get
+from web_support import get, running  # noqa: F401  (a fixture)
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -149,3 +149,29 @@ def test_exports_beyond_those_running_are_503_until_one_ends(base, out):
         for _ in held:
             export_api._running.release()
     assert ask(base, camera="cam", start=str(start), end=str(start + 2))[0] == 200
+
+
+def test_a_runs_own_server_exports_its_recording_with_the_configured_limit(model_path, running, tmp_path):
+    """A real run records a made clip in 2 s segments with the page on: the whole recording
+    exported over its own server is the clip's packets byte for byte; its config's limit holds."""
+    from conftest import detector_model
+
+    source = str(tmp_path / "clip.mp4")
+    render([Mover(picture("chelsea", 40), (0, 20), (100, 40))], source, frames=60, size=(160, 96), fps=10,
+           codec=("libx264", {"bf": "2", "g": "10", "preset": "ultrafast"}))
+    p = running({"sources": [{"id": "lab", "uri": source}], "models": {"det": detector_model(model_path)},
+                 "graph": [{"detect": {"model": "det"}}],
+                 "outputs": {"record": {"enabled": True, "segment_s": 2, "export_max_s": 30},
+                             "web": {"port": 0, "token": TOKEN}}})
+    assert p.wait(120), "the run did not end"
+    out = tmp_path / "out"
+    start = t0(out, "lab")
+    assert len(segment_files(str(out / "lab.rec.{start}.mp4"))) == 3
+    base = f"http://127.0.0.1:{p.side.web.port}"
+    status, body, _ = ask(base, camera="lab", start=str(start), end=str(start + 30))
+    assert status == 200
+    (tmp_path / "got.mp4").write_bytes(body)
+    assert [q[:2] for q in packets(str(tmp_path / "got.mp4"))] == [q[:2] for q in packets(source)]
+    status, body, _ = ask(base, camera="lab", start=str(start), end=str(start + 31))
+    assert (status, body) == (400, b"end: the range is 31 s; an export covers at most 30 s "
+                                   b"(outputs.record.export_max_s)\n")
