@@ -21,6 +21,7 @@ from pipeline.store.rows import EVENT_COLUMNS, SEGMENT_COLUMNS, TRACK_COLUMNS, R
 from pipeline.store.tables import POSTGRES, SQLITE, Dialect, StoreError, migrate
 
 CONNECT_TIMEOUT_S = 5
+BUSY_TIMEOUT_S = 10.0  # how long SQLite waits for another process's lock (a cluster's hosts share a store)
 
 
 class Damaged(StoreError):
@@ -61,16 +62,18 @@ def open_sqlite(path: str) -> "Backend":
     """The SQLite store at `path`, created or brought up to date; `Damaged` where the file
     is not a sound database."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    conn = sqlite3.connect(path, timeout=10, check_same_thread=False)
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
     try:
-        conn.execute("PRAGMA busy_timeout = 10000")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         check = conn.execute("PRAGMA quick_check").fetchall()
         if check != [("ok",)]:
             raise Damaged(f"{path}: the store fails its integrity check: {check[0][0]}")
         migrate(conn, SQLITE, path)
-    except sqlite3.DatabaseError as e:
+    except sqlite3.OperationalError as e:  # locked, read-only, no room: the file may well be sound
+        conn.close()
+        raise StoreError(f"{path}: the store cannot be opened: {one_line(e)}") from None
+    except sqlite3.DatabaseError as e:  # not a database, malformed
         conn.close()
         raise Damaged(f"{path}: the store is damaged: {one_line(e)}") from e
     except BaseException:

@@ -114,6 +114,7 @@ MIGRATIONS: list[Migration] = [
     )),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1].version
+LOCK_KEY = 40_0001  # PostgreSQL's advisory lock held while the schema changes
 TABLES = ("meta", "runs", "tracks", "track_zones", "track_lines", "events", "segments", "counts")
 
 
@@ -148,7 +149,9 @@ def stored_version(conn: Connection, dialect: Dialect) -> int:
 def migrate(conn: Connection, dialect: Dialect, where: str) -> int:
     """Bring the store at `where` (its path or redacted URL, for the error) up to
     `SCHEMA_VERSION`, one transaction per step; returns the version it had. A store
-    newer than this pipeline is refused (StoreError), left as it is."""
+    newer than this pipeline is refused (StoreError), left as it is. Each step holds the
+    store's write lock and looks at the version again: several processes opening one new
+    store (a cluster's hosts) apply each step once."""
     found = stored_version(conn, dialect)
     conn.commit()  # PostgreSQL opened a transaction reading the catalogue
     if found > SCHEMA_VERSION:
@@ -159,11 +162,11 @@ def migrate(conn: Connection, dialect: Dialect, where: str) -> int:
             continue
         cur = conn.cursor()
         try:
-            if dialect is SQLITE:  # sqlite3 would commit each CREATE on its own
-                cur.execute("BEGIN")
-            for statement in step.statements:
-                cur.execute(dialect.ddl(statement))
-            _set_version(cur, dialect, step.version, first=found == 0 and step is MIGRATIONS[0])
+            cur.execute("BEGIN IMMEDIATE" if dialect is SQLITE else f"SELECT pg_advisory_xact_lock({LOCK_KEY})")
+            if stored_version(conn, dialect) < step.version:  # another process may have applied it meanwhile
+                for statement in step.statements:
+                    cur.execute(dialect.ddl(statement))
+                _set_version(cur, dialect, step.version, first=step is MIGRATIONS[0])
             conn.commit()
         except Exception:
             conn.rollback()

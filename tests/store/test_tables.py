@@ -73,3 +73,38 @@ def test_the_placeholders_follow_the_dialect():
     assert SQLITE.sql(statement) == statement
     assert schema.POSTGRES.sql(statement) == "SELECT * FROM tracks WHERE camera = %s AND class = %s"
     assert "DOUBLE PRECISION" in schema.POSTGRES.ddl("x {real}")
+
+
+def _open_and_enter(path: str) -> int:
+    from pipeline.store.backend import open_sqlite
+
+    backend = open_sqlite(path)
+    run = backend.begin_run(1.0, None, None)
+    backend.close()
+    return run
+
+
+def test_processes_opening_one_new_store_at_once_create_it_once_and_each_gets_its_run(tmp_path):
+    """A cluster's hosts open the store of their shared folder together."""
+    import multiprocessing
+
+    for attempt in range(2):
+        path = str(tmp_path / f"store{attempt}.db")
+        with multiprocessing.get_context("spawn").Pool(4) as pool:
+            assert sorted(pool.map(_open_and_enter, [path] * 4)) == [1, 2, 3, 4]
+
+
+def test_a_store_another_process_holds_locked_is_an_error_not_damage(tmp_path, monkeypatch):
+    from pipeline.store import backend
+    from pipeline.store.backend import Damaged, open_sqlite
+
+    monkeypatch.setattr(backend, "BUSY_TIMEOUT_S", 0.2)
+    path = tmp_path / "store.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE other (x)")
+    holder.execute("BEGIN EXCLUSIVE")  # another program holds the file: not even a read gets in
+    with pytest.raises(StoreError) as e:
+        open_sqlite(str(path))
+    assert not isinstance(e.value, Damaged) and f"{path}: the store cannot be opened" in e.value.problems[0]
+    holder.execute("ROLLBACK")
+    assert not list(tmp_path.glob("store.db.*"))  # nothing moved aside
