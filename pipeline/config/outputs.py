@@ -124,7 +124,8 @@ class RecordConfig:
     filename: str = option("{camera}.rec.{start}.mp4", read=read_record_template,
                            doc="file name template: `{camera}`, `{start}` (the segment's start, UTC; put before the "
                                "extension if absent); `.mp4` / `.mov` are fragmented (playable to the last "
-                               "keyframe after a crash), `.mkv` holds any audio")
+                               "keyframe after a crash); audio a container cannot hold is left out, said (G.711 fits "
+                               "`.mov` only)")
     segment_s: float | None = option(None, check=segment_length, shown="`outputs.video.segment_s`",
                                      doc="start a new file at the first keyframe after every this many seconds "
                                          "(on the same boundaries as the video and the JSON lines); 0: off")

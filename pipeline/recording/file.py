@@ -15,6 +15,7 @@ import os
 import av
 
 from pipeline.errors import PipelineError, one_line
+from pipeline.recording.adts import raw_frame
 
 FRAGMENTED = {"movflags": "frag_keyframe+empty_moov+default_base_moof", "flush_packets": "1", "use_editlist": "0"}
 FORMATS = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska"}
@@ -100,6 +101,7 @@ class SegmentFile:
         try:
             self.video = self.container.add_stream_from_template(video)
             self.audio = self.container.add_stream_from_template(audio) if audio is not None else None
+            self.aac = audio is not None and audio.codec_context.name == "aac"  # ADTS headers cut off (`adts`)
         except BaseException:
             self.container.close()
             raise
@@ -107,7 +109,8 @@ class SegmentFile:
     def write(self, packet, stream, pts: int, dts: int, time_base, keyframe: bool) -> None:
         """Mux a copy of `packet` (its data shared, not copied) with these timestamps: the
         camera's thread may still be decoding the packet itself."""
-        copy = av.Packet(packet)
+        raw = raw_frame(bytes(memoryview(packet)[:10])) if stream is self.audio and self.aac else None
+        copy = av.Packet(packet) if raw is None else av.Packet(raw_frame(bytes(packet)))
         copy.pts, copy.dts, copy.time_base = pts, dts, time_base
         copy.is_keyframe = keyframe
         copy.stream = stream

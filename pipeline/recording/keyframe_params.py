@@ -53,9 +53,16 @@ def described(video, codec: str, data: bytes) -> tuple[object, av.container.Outp
     size = picture_size(codec, extradata, data)
     if size is None:
         return None
+    return remade(video, size, extradata)
+
+
+def remade(stream, size: tuple[int, int] | None = None, extradata: bytes = b"") -> tuple[object, av.container.OutputContainer]:
+    """A stream template like `stream` with this picture size and these parameter sets
+    (where given), and the container that holds it (keep it while the template is used)."""
     holder = av.open(io.BytesIO(), "w", format="null")
-    template = holder.add_stream_from_template(video)
-    template.codec_context.width, template.codec_context.height = size
+    template = holder.add_stream_from_template(stream)
+    if size is not None:
+        template.codec_context.width, template.codec_context.height = size
     if extradata:
         template.codec_context.extradata = extradata
     holder.start_encoding()  # the codec context's values into the stream's parameters

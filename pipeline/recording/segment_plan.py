@@ -26,7 +26,8 @@ from typing import Callable
 import av
 
 from pipeline.recording.file import check_holds, check_room
-from pipeline.recording.keyframe_params import described
+from pipeline.recording.adts import audio_config
+from pipeline.recording.keyframe_params import described, remade
 from pipeline.recording.segments import SegmentClock
 from pipeline.recording.stamps import Stamps
 
@@ -88,6 +89,9 @@ class Link(Stamps):
         self.video = self._holders[0].add_stream_from_template(video)
         self._describe(self.video)
         self.audio = self._holders[0].add_stream_from_template(audio) if audio is not None else None
+        if self.audio is not None and audio_config(self.audio):  # ADTS: described for the containers
+            self.audio, holder = remade(self.audio, extradata=audio_config(self.audio))
+            self._holders.append(holder)
         self.offset: int | None = None  # set at its first keyframe
         self.audio_offset = 0
         self.last_dts: int | None = None

@@ -222,6 +222,9 @@ def test_audio_the_container_cannot_hold_is_left_out_and_said_once(tmp_path, cap
     mov, _ = recording(tmp_path / "mov", filename="{camera}.rec.{start}.mov")
     play(mov, source)
     assert packets(files(tmp_path / "mov")[0], "audio") == packets(source, "audio")
+    mkv, _ = recording(tmp_path / "mkv", filename="{camera}.rec.{start}.mkv")  # as the reference says: .mov only
+    play(mkv, source)
+    assert mkv.stats.audio.startswith("left out: the .mkv container cannot hold pcm_mulaw")
 
 
 def outputs_of(outputs):
