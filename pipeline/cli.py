@@ -397,6 +397,12 @@ def _output_lock(folder: str):
     return OutputLock(folder)
 
 
+def _add_query(sub) -> None:
+    from pipeline.store.query_command import add_query_parser
+
+    add_query_parser(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from pipeline.store.store_command import add_store_parser
 
@@ -444,6 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
     optimize.add_argument("--config", help="take the model's settings from this config (default: from the file)")
     optimize.add_argument("--model", help="with --config: the model's name under `models`")
     _add_bench(sub)
+    _add_query(sub)
     add_store_parser(sub, _output_lock)
     return parser
 

@@ -131,3 +131,22 @@ def test_id_switches_and_label_agreement_read_the_json_lines_of_real_runs(tmp_pa
     assert shares and int(shares.group(1)) > 0 and 0 <= float(shares.group(3)) <= 100, out
     assert 0 < float(shares.group(4)) <= 100, out
 
+
+def test_store_bench_times_the_queries_over_the_tracks_it_stored_and_sizes_a_sampled_day(tmp_path):
+    from store_rows import make_store, synthetic
+
+    run = tmp_path / "run"
+    run.mkdir()
+    data = synthetic(30, seed=5)
+    make_store(str(run / "store.db"), data)
+    cameras = sorted({t[2] for t in data["tracks"]})
+    (run / "detections.jsonl").write_text("".join(json.dumps({"camera": c, "time": 7200.0}) + "\n" for c in cameras))
+    out = json.loads(script("store_bench.py", "--tracks", "3000", "--cameras", "4", "--days", "3", "--runs", "1",
+                            "--hourly", "--sample", str(run)))
+    assert out["rows"]["tracks"] == 3000 and out["rows"]["events"] > 3000 and out["hourly_rollup"] == "made by --hourly"
+    assert out["queries"]["filtered_first_page"]["rows"] > 0 and out["queries"]["hourly_counts_day"]["rows"] > 0
+    assert all(q["ms"] > 0 for q in out["queries"].values()) and out["bytes_per_camera_day"] > 0
+    for camera in cameras:
+        day = out["sample"][camera]
+        tracks = sum(t[2] == camera for t in data["tracks"])
+        assert day["tracks_per_day"] == tracks * 12 and day["bytes_per_day"] > 0  # 12 loops of 2 h

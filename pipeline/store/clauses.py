@@ -1,6 +1,6 @@
 """The pieces the store's queries are built from: a WHERE clause gathered condition by
 condition with its bound values beside it, and the few expressions SQLite and
-PostgreSQL spell differently (a time's bucket, a match inside the JSON labels).
+PostgreSQL spell differently (a match inside the JSON labels).
 
 Nothing a client sent is ever part of the SQL text: values go into `params` and reach
 the database bound; the text holds only column names and numbers from the fixed tables
@@ -66,16 +66,9 @@ def marks(n: int) -> str:
     return ", ".join("?" * n)
 
 
-def time_bucket(column: str, width: int, dialect: Dialect) -> str:
-    """The start of the `width`-second bucket holding a REAL time (epoch seconds >= 0):
-    SQLite's integer cast truncates, PostgreSQL's rounds, so it floors first."""
-    if dialect is SQLITE:
-        return f"CAST({column} / {int(width)} AS INTEGER) * {int(width)}"
-    return f"CAST(FLOOR({column} / {int(width)}) AS BIGINT) * {int(width)}"
-
-
 def minute_bucket(column: str, width: int) -> str:
-    """The same for an INTEGER time (division of integers truncates in both)."""
+    """The start of the `width`-second bucket holding an INTEGER time (epoch seconds >= 0;
+    division of integers truncates in both)."""
     return f"({column} / {int(width)}) * {int(width)}"
 
 

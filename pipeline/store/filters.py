@@ -5,7 +5,7 @@ hostile or mistyped request is refused before any SQL is built.
 
 Times are ISO 8601 (with or without a zone: UTC assumed) or UNIX epoch seconds; `after`
 is inclusive, `before` exclusive. A page is at most `MAX_LIMIT` rows; counts span at most
-`MAX_RANGE_S`, minute buckets at most `MAX_MINUTE_RANGE_S`. The cursor is opaque to
+`MAX_RANGE_S`, minute buckets at most `MAX_MINUTE_RANGE_S` (activity: `ACTIVITY_RANGE_S`). The cursor is opaque to
 clients: the last row's time and id, base64 of JSON, checked as strictly as any other
 parameter (it only ever reaches SQL as bound numbers).
 """
@@ -28,6 +28,8 @@ DEFAULT_LIMIT = 100
 MAX_SEGMENTS = 10000  # a day of 10 s segments of one camera fits in one answer
 MAX_RANGE_S = 366 * 86400
 MAX_MINUTE_RANGE_S = 7 * 86400
+COUNTS_RANGE_S = {"minute": MAX_MINUTE_RANGE_S, "hour": MAX_RANGE_S, "day": MAX_RANGE_S}
+ACTIVITY_RANGE_S = {"minute": 2 * 86400, "hour": 62 * 86400, "day": MAX_RANGE_S}  # each camera's buckets counted one by one
 MAX_VALUES = 64  # values of one parameter
 MAX_TEXT = 200  # characters of one value
 MAX_TIME = 253402300800.0  # 10000-01-01: later is no time a camera saw
@@ -173,14 +175,14 @@ def parse_range(params: Mapping[str, Sequence[str]]) -> tuple[float | None, floa
     return after, before
 
 
-def bounded_range(filters: Filters, now: float | None = None) -> Filters:
+def bounded_range(filters: Filters, now: float | None = None, limits: Mapping[str, int] | None = None) -> Filters:
     """Both ends of a counts or activity range (a missing one `DEFAULT_SPAN` from the
     other, `before` now by default), checked against the limits of its bucket."""
     span = DEFAULT_SPAN[filters.bucket]
     before = filters.before if filters.before is not None else (
         filters.after + span if filters.after is not None else (now if now is not None else time.time()))
     after = filters.after if filters.after is not None else max(0.0, before - span)
-    most = MAX_MINUTE_RANGE_S if filters.bucket == "minute" else MAX_RANGE_S
+    most = (limits or COUNTS_RANGE_S)[filters.bucket]
     if before - after > most:
         raise BadParameter(f"after: the range is {(before - after) / 86400:.1f} days; {filters.bucket} buckets "
                            f"span at most {most // 86400} days")
@@ -228,4 +230,6 @@ def parse(kind: str, params: Mapping[str, Sequence[str]], now: float | None = No
     if "group" in ACCEPTED[kind]:
         given["group"] = chosen(params, "group", GROUPS) if "group" in params else DEFAULT_GROUP
     filters = Filters(**given)
-    return bounded_range(filters, now) if kind in ("counts", "activity") else filters
+    if kind in ("counts", "activity"):
+        return bounded_range(filters, now, COUNTS_RANGE_S if kind == "counts" else ACTIVITY_RANGE_S)
+    return filters

@@ -1,7 +1,7 @@
 """A store's rows for the query tests (tests/store, tests/web, the CLI's): tracks over two
 days with their zones, lines, labels, events and per-minute counts, random but seeded,
-written into a real database through the schema; the tests compute what each query must
-answer from the same rows."""
+written into a real database (SQLite, or PostgreSQL) through the schema; the tests
+compute what each query must answer from the same rows."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ import random
 import sqlite3
 from collections import Counter
 
-from pipeline.store.tables import SQLITE, migrate
+from pipeline.store.tables import POSTGRES, SQLITE, TABLES, migrate
 
 T0 = 1795392000.0  # 2026-11-23 00:00 UTC
 CAMERAS = ("gate", "lawn-east", "yard")
@@ -45,21 +45,55 @@ def synthetic(n: int = 400, seed: int = 7) -> dict:
     return {"tracks": tracks, "zones": zones, "lines": lines, "events": events, "counts": counts}
 
 
+def connect(location: str):
+    """A writable connection to the store at `location` (a file or a PostgreSQL URL) and
+    its dialect."""
+    if location.startswith("postgresql://"):
+        import psycopg
+
+        return psycopg.connect(location), POSTGRES
+    return sqlite3.connect(location), SQLITE
+
+
+def execute(location: str, statement: str, *params) -> None:
+    """One statement (written with `?`) run and committed: rows written beside a reader."""
+    conn, d = connect(location)
+    try:
+        conn.cursor().execute(d.sql(statement), params)
+        conn.commit()
+    finally:
+        conn.close()
+
+
 def fill(conn, data: dict, d=SQLITE) -> None:
-    conn.executemany(d.sql(f"INSERT INTO tracks ({TRACK}) VALUES ({', '.join('?' * 16)})"), data["tracks"])
-    conn.executemany(d.sql("INSERT INTO track_zones (track_id, zone) VALUES (?, ?)"), data["zones"])
-    conn.executemany(d.sql("INSERT INTO track_lines (track_id, line, direction) VALUES (?, ?, ?)"), data["lines"])
-    conn.executemany(d.sql(f"INSERT INTO events ({EVENT}) VALUES ({', '.join('?' * 10)})"), data["events"])
-    conn.executemany(d.sql("INSERT INTO counts (camera, minute, kind, name, class, direction, n)"
-                           " VALUES (?, ?, ?, ?, ?, ?, ?)"), [k + (n,) for k, n in data["counts"].items()])
+    cur = conn.cursor()
+    cur.executemany(d.sql(f"INSERT INTO tracks ({TRACK}) VALUES ({', '.join('?' * 16)})"), data["tracks"])
+    cur.executemany(d.sql("INSERT INTO track_zones (track_id, zone) VALUES (?, ?)"), data["zones"])
+    cur.executemany(d.sql("INSERT INTO track_lines (track_id, line, direction) VALUES (?, ?, ?)"), data["lines"])
+    cur.executemany(d.sql(f"INSERT INTO events ({EVENT}) VALUES ({', '.join('?' * 10)})"), data["events"])
+    cur.executemany(d.sql("INSERT INTO counts (camera, minute, kind, name, class, direction, n)"
+                          " VALUES (?, ?, ?, ?, ?, ?, ?)"), [k + (n,) for k, n in data["counts"].items()])
+    cur.executemany(d.sql('INSERT INTO segments (camera, path, start, "end", bytes, motion_s, objects_s)'
+                          " VALUES (?, ?, ?, ?, ?, ?, ?)"), data.get("segments", []))
+    if "counts_hour" in TABLES:  # the schema's hourly rollup, filled as the writer fills it
+        roll_up(cur, d)
     conn.commit()
 
 
+ROLLUP = ("CREATE TABLE counts_hour (camera TEXT, hour BIGINT, kind TEXT, name TEXT, class TEXT, direction TEXT,"
+          " n BIGINT)")
 
-def make_store(path: str, data: dict) -> str:
-    """A SQLite store at `path` holding `data`; its path."""
-    conn = sqlite3.connect(path)
-    migrate(conn, SQLITE, path)
-    fill(conn, data)
+
+def roll_up(cur, d=SQLITE) -> None:
+    cur.execute("INSERT INTO counts_hour SELECT camera, minute / 3600 * 3600, kind, name, class, direction, SUM(n)"
+                " FROM counts GROUP BY camera, minute / 3600 * 3600, kind, name, class, direction")
+
+
+def make_store(location: str, data: dict) -> str:
+    """A store at `location` (a SQLite file, or an empty PostgreSQL database's URL) holding
+    `data`; its location."""
+    conn, d = connect(location)
+    migrate(conn, d, "test")
+    fill(conn, data, d)
     conn.close()
-    return path
+    return location
