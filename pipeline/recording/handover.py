@@ -111,6 +111,12 @@ class Handover:
         self._closed: tuple[OpenSegment, Link] | None = None  # the connection's first file closed after a cut
 
     @property
+    def late_note(self) -> str:
+        """What the recording's audio note adds while audio came too late for its file."""
+        late = self.late_audio
+        return f"; {late} packet(s) left out, delivered after their segment was closed" if late else ""
+
+    @property
     def files(self) -> list[str]:
         return [c.open.segment.path for c in self.closing] + ([self.current.segment.path] if self.current else [])
 

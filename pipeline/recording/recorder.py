@@ -280,13 +280,9 @@ class RecordingWriter:
         if self.files.audio(link, packet):
             self._count(packet.size)
         elif self.files.late_audio > late:
-            self.stats.audio = "copied" + self._late_note()
+            self.stats.audio = "copied" + self.files.late_note
             say_once(self.recording._said, self.recording.camera,
                      f"audio delivered more than {LATE_S:g} s of video after its segment's cut is left out (counted)")
-
-    def _late_note(self) -> str:
-        late = self.files.late_audio
-        return f"; {late} packet(s) left out, delivered after their segment was closed" if late else ""
 
     def _open(self, segment: Segment, link: Link) -> OpenSegment:
         audio = link.audio
@@ -299,7 +295,7 @@ class RecordingWriter:
                 say_once(self.recording._said, self.recording.camera,
                          f"audio {self.stats.audio}; {elsewhere(link.audio, link.audio_codec)}")
             else:
-                self.stats.audio = "copied" + self._late_note()
+                self.stats.audio = "copied" + self.files.late_note
         opened = OpenSegment(segment, SegmentFile(segment.path, link.video, link.codec, audio))
         if self.recording.on_file is not None:
             self.recording.on_file(segment.path)
