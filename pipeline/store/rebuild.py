@@ -92,7 +92,7 @@ def sessions(files: list[str]) -> dict[str, list[Session]]:
 
 def place(found: dict[str, list[Session]], backend: Backend, root: str) -> int:
     """Give every session its run and origin, creating the runs' rows; returns how many."""
-    logged = RunLog(root).read()
+    logged = sorted(RunLog(root).read(), key=lambda run: run.started)  # hosts sharing a folder log in any order
     unlogged: list[Session] = []
     for cam, cam_sessions in found.items():
         known = [(run.key, o) for run in logged for o in run.origins.get(cam, [])]

@@ -49,7 +49,8 @@ def test_a_folder_a_run_writes_is_refused(pipeline_cmd, tmp_path):
 
 def test_bad_folders_and_damaged_stores_are_one_line(pipeline_cmd, tmp_path):
     r = store(pipeline_cmd, "rebuild", "--dir", tmp_path / "nowhere")
-    assert r.returncode == 2 and r.stderr.strip().splitlines() == [f"error: --dir: {tmp_path / 'nowhere'}: no such folder"]
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [f"error: --dir: {tmp_path / 'nowhere'}: no such folder"]
     r = store(pipeline_cmd, "rebuild", "--dir", tmp_path)
     assert r.returncode == 2 and "no JSON lines to rebuild from" in r.stderr
     (tmp_path / "store.db").write_bytes(b"garbage" * 1000)
