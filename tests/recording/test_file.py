@@ -94,3 +94,36 @@ def test_a_disk_filled_by_another_writer_leaves_whole_fragments_and_rows_naming_
     pictures = held(disk)
     assert 0 < sum(len(p) for p in pictures.values()) <= fill_after + gop
     assert_spots_hold([(t, rec.spot(t)) for t, _ in rows], pictures)  # rows from the failure on
+
+
+def test_a_run_on_a_small_disk_keeps_its_rows_each_naming_a_picture_its_recording_holds(small_disk, tmp_path,
+                                                                                       write_config):
+    """A whole run (a file camera, its JSON lines and its recording on one small disk): the
+    recording stops with room to spare, so the JSON lines go on to the end and every row
+    that names a recording names a picture in it (before: the disk filled, the JSON lines
+    failed with it and the last fragment was torn)."""
+    import json
+
+    from pipeline.config import load_config
+    from pipeline.graph import Pipeline
+    from recordings import null_detector
+
+    disk = small_disk("3m")
+    source = str(tmp_path / "noisy.mp4")
+    render([Mover(picture("chelsea", 40), (0, 20), (100, 40))], source, frames=150, size=(320, 240), fps=10,
+           codec=("libx264", {"g": "10", "bf": "2", "preset": "ultrafast"}), noise=50)
+    cfg = {"sources": [{"id": "door", "uri": source}], "models": {"det": null_detector(tmp_path)},
+           "graph": [{"detect": {"model": "det"}}],
+           "outputs": {"dir": str(disk), "video": {"enabled": False}, "jsonl": {"filename": "{camera}.jsonl"},
+                       "record": {"enabled": True, "segment_s": 1}}}
+    p = Pipeline(load_config(write_config(cfg)))
+    p.start()
+    assert p.wait(120)
+    p.close()
+    assert "its disk is nearly full" in p.snapshot().cameras["door"].recording.error
+    with open(disk / "door.jsonl") as f:
+        rows = [json.loads(line) for line in f]
+    pictures = held(disk)
+    named = [(row["recording"], row["recording_time"]) for row in rows if row["recording"] is not None]
+    assert len(rows) == 150 and named
+    assert all(t in pictures[os.path.basename(f)] for f, t in named)
