@@ -29,7 +29,8 @@ MAX_SEGMENTS = 10000  # a day of 10 s segments of one camera fits in one answer
 MAX_RANGE_S = 366 * 86400
 MAX_MINUTE_RANGE_S = 7 * 86400
 COUNTS_RANGE_S = {"minute": MAX_MINUTE_RANGE_S, "hour": MAX_RANGE_S, "day": MAX_RANGE_S}
-ACTIVITY_RANGE_S = {"minute": 2 * 86400, "hour": 62 * 86400, "day": MAX_RANGE_S}  # each camera's buckets counted one by one
+# activity counts each camera's buckets one by one: fewer of them
+ACTIVITY_RANGE_S = {"minute": 2 * 86400, "hour": 62 * 86400, "day": MAX_RANGE_S}
 MAX_VALUES = 64  # values of one parameter
 MAX_TEXT = 200  # characters of one value
 MAX_TIME = 253402300800.0  # 10000-01-01: later is no time a camera saw

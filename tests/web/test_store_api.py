@@ -7,6 +7,7 @@ import json
 import urllib.parse
 
 import pytest
+import yaml
 
 from pipeline.config.outputs import WebConfig
 from pipeline.metrics.snapshot import Snapshot
@@ -14,7 +15,7 @@ from pipeline.sinks.preview import Preview
 from pipeline.store.queries import Store
 from pipeline.web.server import WebServer
 from store_rows import T0, make_store, synthetic
-from web_support import get
+from web_support import get, wait_for
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -123,3 +124,51 @@ def test_an_unknown_query_a_run_without_store_and_an_unreadable_store_say_so(bas
         finally:
             server.close()
             preview.close()
+
+
+def test_a_real_runs_page_answers_class_zone_and_range_from_its_store_as_the_json_lines_say(
+        tmp_path, model_path, sample_path):
+    """The run's own server, the store on by default: the people that entered the lawn, as
+    the JSON lines' events name them, are the tracks the API gives for person + lawn."""
+    import time
+
+    from pipeline.config import load_config
+    from pipeline.graph import Pipeline
+    from conftest import detector_model, read_jsonl
+
+    lawn = [[0, 330], [767, 280], [767, 575], [0, 575]]
+    config = {"sources": [{"id": "campus", "uri": sample_path("vtest.mp4")}],
+              "models": {"det": detector_model(model_path, score_threshold=0.25)},
+              "graph": [{"detect": {"model": "det"}}, "track",
+                        {"analytics": {"cameras": {"campus": {"zones": [{"name": "lawn", "polygon": lawn}]}}}}],
+              "outputs": {"dir": str(tmp_path / "out"), "video": {"enabled": False},
+                          "web": {"port": 0, "token": TOKEN}}}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
+    started = time.time()
+    p = Pipeline(load_config(str(tmp_path / "run.yaml")), max_frames=120)
+    p.start()
+    try:
+        assert p.wait(300), "the run did not end"
+        base = f"http://127.0.0.1:{p.side.web.port}/api/store"
+        events = [e for r in read_jsonl(str(tmp_path / "out" / "detections.jsonl")) for e in r.get("events") or []]
+        entered = {e["track"] for e in events
+                   if e["event"] == "enter" and e["zone"] == "lawn" and e["class"] == "person"}
+        # the writer flushes every flush_s: the store holds the last frames' rows a moment after the run ends
+        assert wait_for(lambda: len(ask(f"{base}/events", limit=1000)[1]["events"]) == len(events), 10)
+        got, cursor = [], None
+        while True:
+            status, answer = ask(f"{base}/tracks", **{"class": "person", "zone": "lawn", "after": started - 1,
+                                                      "before": time.time() + 1, "limit": 3},
+                                 **({"cursor": cursor} if cursor else {}))
+            assert status == 200, answer
+            got += answer["tracks"]
+            if (cursor := answer["next"]) is None:
+                break
+        assert entered and sorted(t["track"] for t in got) == sorted(entered)
+        assert all(t["camera"] == "campus" and "lawn" in t["zones"] for t in got)
+        assert ask(f"{base}/tracks", **{"class": "person", "zone": "lawn", "before": started - 1}) == \
+            (200, {"tracks": [], "next": None})
+        assert ask(f"{base}/tracks", camera="gate")[0] == 400
+    finally:
+        p.stop(abort=True)
+        p.close(timeout=10)
