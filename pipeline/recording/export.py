@@ -14,7 +14,8 @@ copied from the segment files (never decoded or encoded).
   reconnected, before the first picture or after the last) stays a gap in time, and is
   said in the notes. A change of the stream (codec, size) ends the export there, said
   too: one MP4 track cannot change its picture size.
-- A file still being written is read up to its last whole fragment (`mp4.playable_end`).
+- The first file is entered by a seek to a keyframe just before the start; a file still
+  being written is read up to its last whole fragment (`mp4.playable_end`).
   The export is a fragmented MP4 as the recordings are: each track starts where its
   first packet lies (a plain MP4 starts every track at 0 without an edit list).
 """
@@ -261,11 +262,24 @@ class Timeline:
                     return False
                 self.file.make(video, audio, os.path.basename(piece.path))
             try:
+                self._seek(container, video, piece)
                 self._copy(container, piece, video, audio if self.file.takes(audio) else None)
             except av.FFmpegError as e:
                 self.result.notes.append(f"{os.path.basename(piece.path)}: unreadable from "
                                          f"{when(self.last or piece.start)} on ({one_line(e)})")
         return not self.done
+
+    def _seek(self, container, video, piece: Piece) -> None:
+        """Straight to a keyframe a little before the start when the export begins deep in
+        its first file (an hour-long segment is not read from its beginning); back to the
+        beginning where the seek landed past the start."""
+        ahead = self.start - piece.start - GAP_S
+        if self.last is not None or ahead <= GAP_S:
+            return
+        container.seek(int(ahead / video.time_base), stream=video, backward=True)
+        landed = next((p for p in container.demux(video) if p.size and p.pts is not None), None)
+        past = landed is None or piece.start + landed.pts * landed.time_base > self.start
+        container.seek(0 if past else int(ahead / video.time_base), stream=video, backward=True)
 
     def _copy(self, container, piece: Piece, video, audio) -> None:
         base: Fraction | None = None  # the wall time of the file's time 0

@@ -110,6 +110,20 @@ def test_the_export_holds_the_recordings_packets_byte_for_byte_from_the_keyframe
     assert made.first == pytest.approx(t0 + float(keyframe[4]))
 
 
+def test_a_range_deep_in_a_long_segment_starts_at_the_keyframe_at_or_before_it(tmp_path):
+    """One 12 s file: the export seeks into it rather than reading it from its beginning."""
+    rec, _ = recording(tmp_path / "out")
+    play(rec, clip(tmp_path, "long.mp4", frames=120))
+    files = segment_files(str(tmp_path / "out" / "cam.rec.{start}.mp4"))
+    pieces = pieces_of(files)
+    made = export("cam", pieces, pieces[0].start + 9.25, pieces[0].start + 11, str(tmp_path / "e.mp4"), 3600)
+    packets = timeline(files)
+    keyframe = max((p for p in packets if p[0] == "video" and p[2] and p[3] <= Fraction(9.25)), key=lambda p: p[3])
+    video = [p for p in packets if p[0] == "video" and keyframe[4] <= p[4] < 11]
+    assert relative(exported(made.path), "video", Fraction(0)) == relative(video, "video", keyframe[4])
+    assert keyframe[3] == Fraction(92, 10) and made.first == pieces[0].start + keyframe[4]
+
+
 def test_every_picture_of_the_export_decodes(recorded, tmp_path):
     files, _ = recorded
     pieces = pieces_of(files)
