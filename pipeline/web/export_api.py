@@ -68,7 +68,8 @@ def serve(handler: Request, query: Mapping[str, Sequence[str]]) -> None:
                      headers={"Retry-After": "5"})
         return
     try:
-        with tempfile.TemporaryDirectory(prefix=".export-", dir=files.root) as folder:
+        root = files.root if os.path.isdir(files.root) else None  # (none yet: nothing recorded either)
+        with tempfile.TemporaryDirectory(prefix=".export-", dir=root) as folder:
             name = f"{camera}.{stamp(start)}-{stamp(end)}.mp4"
             pieces = pieces_of((s["start"], real) for s in files.segments(camera)
                                if (real := files.file(s["file"])) is not None)
