@@ -1,5 +1,5 @@
 """The writer's files at a cut: the segment being written and, for a moment after a cut,
-the one before it, kept open for what still belongs in it.
+those before it, kept open for what still belongs in them.
 
 - **Leading pictures** (open GOPs: x265's defaults, x264's `open-gop`): the pictures
   that follow a keyframe in decode order but show before it reference the GOP before as
@@ -11,10 +11,13 @@ the one before it, kept open for what still belongs in it.
   nowhere and are left out.
 - **Late audio**: audio the demuxer delivers after video of a later time (a file
   interleaved in long chunks, a stream whose audio comes over RTP behind its video) goes
-  into the file of its time while that file is open: the previous file stays open until
-  audio of the cut's time has come, or until `LATE_S` of video after the cut, or the
-  next cut. Audio later than that (or before the recording's first picture) is left out
-  and counted.
+  into the file of its time while that file is open: a file stays open after its cut
+  until audio past its end has come, or for `LATE_S` of video after the cut. Audio later
+  than that is left out and counted (audio before the recording's first picture is not
+  recorded either: there is no file of its time).
+- **A file the disk could not take all of** (a full disk; the muxer may not say so) is
+  cut back to its last whole fragment as it is closed, and its segment answers only for
+  the pictures it still holds.
 """
 from __future__ import annotations
 
