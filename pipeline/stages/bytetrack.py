@@ -10,8 +10,10 @@ Every frame the camera passes on (with `stride` N, every Nth) moves every track'
 associates, each pass an optimal assignment:
 1. confirmed tracks (tracked and lost) with the high-score detections, on IoU times the
    detection's score (ByteTrack: a confident box wins over a doubtful one at the same
-   overlap); in the assignment a lost track's pairs weigh `_LOST_DECAY` less per update
-   unseen (its threshold stays), so of two tracks on one box the one seen just now wins;
+   overlap), a lost track's times `_LOST_DECAY` per update unseen: the longer it was
+   unseen, the less its predicted box is to be trusted, so of two tracks on one box the
+   one seen just now wins, and a false positive that fires near a track lost long ago
+   does not take it;
 2. the confirmed tracks still unmatched, lost ones too, with the low-score detections,
    on plain IoU (objects partly hidden keep their id, also after a few frames unseen);
 3. the tracks matched on the previous update and still unmatched with the high-score
@@ -58,7 +60,7 @@ from pipeline.stages import motion
 from pipeline.stages.track_candidates import Candidates
 from pipeline.stages.track_table import Tracks, TrackState
 
-_LOST_DECAY = 0.98  # a lost track's weight in the assignment, per update unseen
+_LOST_DECAY = 0.97  # a lost track's similarity with a high-score detection, per update unseen
 _EDGE = 0.02        # a box this close to the picture's edge (share of its width or height) touches it
 _TENTATIVE_REACH = 0.5  # per frame skipped, each side: a box grown to its size times the frames between sightings
 _MAX_REACH = 1.0        # ... at most (3 frames between runs)
@@ -67,18 +69,16 @@ _NO_ROWS = np.zeros(0, np.int64)
 _NO_ROWS.flags.writeable = False
 
 
-def assign(sim: np.ndarray, threshold: float, weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def assign(sim: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
     """The pairs (row, col), each at or above `threshold`, with the most similarity above
-    it in all (ByteTrack's objective: two weak pairs never outweigh one good one), each
-    pair's share of it scaled by `weight` (rows). Optimal, not greedy: one bad early pair
-    cannot push two objects onto each other's tracks."""
+    it in all (ByteTrack's objective: two weak pairs never outweigh one good one). Optimal,
+    not greedy: one bad early pair cannot push two objects onto each other's tracks."""
     if sim.size == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     from scipy.optimize import linear_sum_assignment  # here: scipy.optimize takes 0.7 s to import, paid by trackers only
 
     ok = sim >= threshold
-    gain = sim - threshold if weight is None else (sim - threshold) * weight[:, None]
-    rows, cols = linear_sum_assignment(np.where(ok, -gain, 0.0))
+    rows, cols = linear_sum_assignment(np.where(ok, threshold - sim, 0.0))
     good = ok[rows, cols]
     return rows[good], cols[good]
 
@@ -231,7 +231,8 @@ class ByteTracker:
         strong = scores >= s.high_threshold
         high, low = np.nonzero(strong)[0], np.nonzero(~strong)[0]
         confirmed = np.nonzero((t.state != TrackState.TENTATIVE) & active)[0]
-        r, first = assign(iou[confirmed][:, high] * scores[high], s.match_iou, _LOST_DECAY ** t.missed[confirmed])
+        trust = (_LOST_DECAY ** t.missed[confirmed])[:, None]  # a lost track's prediction, less sure each update
+        r, first = assign(iou[confirmed][:, high] * scores[high] * trust, s.match_iou)
         rows, dets = [confirmed[r]], [high[first]]
         rest = _without(confirmed, r)
         r, c = assign(iou[rest][:, low], s.low_match_iou)

@@ -9,7 +9,11 @@ for `confirm_score` more, and a second miss in a row drops it, so a box that fli
 every other frame never adds up. One that starts mostly inside a track just matched (a
 part of a person, a second box on them) or where a candidate seen more than once failed
 lately (false positives fire again on the same background) needs more evidence
-(`_ON_TRACK_NEED`, `_HAUNT_NEED`).
+(`_ON_TRACK_NEED`, `_HAUNT_NEED`). So does every candidate of a camera where such places
+turn up again and again lately (`_REPEATING`): its detector's false positives repeat, so
+two sightings prove less there; a confident person (0.7 and up) is still confirmed on
+their second frame. Where false positives do not repeat (a candidate from one is seen
+once and gone), a person scored 0.45 is confirmed on their second frame.
 """
 from __future__ import annotations
 
@@ -28,6 +32,8 @@ _ON_TRACK_NEED = 1.5    # ... a second box on it): times `confirm_score` it need
 _HAUNT_IOU = 0.3        # a candidate on a place where one seen more than once failed (IoU) ...
 _HAUNT_MEMORY = 30      # ... within this many updates ...
 _HAUNT_NEED = 2.0       # ... needs this many times `confirm_score`
+_REPEATING = 3          # as many haunted places within `_HAUNT_MEMORY` updates: the camera's false positives repeat ...
+_REPEATING_NEED = 1.5   # ... and each candidate needs this many times `confirm_score` (two sightings at 0.675)
 
 
 @dataclass
@@ -61,14 +67,17 @@ class Candidates:
     def need(self, tracks: Tracks, boxes: np.ndarray, classes: np.ndarray, update: int) -> np.ndarray:
         """Per new candidate box, the scores it must add up to be confirmed: more where false
         positives fire, mostly inside a track matched just now (of its class) or on a
-        haunted place."""
+        haunted place, and on a camera with haunted places here and there."""
         t = tracks
         on = np.nonzero((t.state == TrackState.TRACKED) & (t.missed == 0))[0]
         inside = intersections(boxes, t.seen[on]) / np.maximum(area(boxes), 1e-9)[:, None]
         if self.spec.class_aware:
             inside = np.where(classes[:, None] == t.class_id[on][None, :], inside, 0.0)
         doubt = np.where((inside >= _ON_TRACK).any(axis=1), _ON_TRACK_NEED, 1.0)
-        return np.where(self.haunted.near(boxes, update), _HAUNT_NEED, doubt) * self.spec.confirm_score
+        haunted = self.haunted.near(boxes, update)
+        if len(self.haunted.at) >= _REPEATING:  # this camera's false positives fire again and again lately
+            doubt = doubt * _REPEATING_NEED
+        return np.where(haunted, _HAUNT_NEED, doubt) * self.spec.confirm_score
 
     def missed(self, tracks: Tracks, unmatched: np.ndarray, update: int) -> np.ndarray:
         """The `unmatched` candidates (their `missed` counted already) need a sighting more;

@@ -116,6 +116,22 @@ def test_where_a_candidate_failed_the_next_one_needs_more_sightings():
     assert ids[2][0] > 0
 
 
+def test_where_false_positives_keep_coming_back_a_moderate_candidate_needs_a_third_sighting():
+    # three false positives, each seen twice (weakly) and gone: this camera's detector
+    # fires again and again; a person scored 0.5 now needs three sightings, one scored
+    # 0.9 still two, and once the false positives stop, two sightings at 0.5 do again
+    t = ByteTracker(TrackSpec())
+    run(t, [[]])
+    ghosts = [(box(600 + 60 * k, 400), 0.4) for k in range(3)]
+    run(t, [ghosts, ghosts, [], []])
+    ids = run(t, [[(box(100 + 5 * i, 100), 0.5), (box(300 + 5 * i, 100), 0.9)] for i in range(3)])
+    assert [row[0] for row in ids] == [-1, -1, ids[2][0]] and ids[2][0] > 0
+    assert ids[1][1] > 0
+    quiet = ByteTracker(TrackSpec())
+    run(quiet, [[], ghosts, ghosts, [], []] + [[]] * 30)
+    assert run(quiet, [[(box(100 + 5 * i, 100), 0.5)] for i in range(2)])[1][0] > 0
+
+
 def test_a_box_inside_a_tracked_person_needs_more_sightings():
     # a part of a person (or a second box on them) fires beside the person's own box
     t = ByteTracker(TrackSpec())
@@ -130,6 +146,18 @@ def test_a_person_hidden_for_10_frames_comes_back_under_the_same_id():
     frames = [[(box(8 * i, 100 + i), 0.9)] if not 15 <= i < 25 else [] for i in range(40)]
     ids = [row for row in run(t, frames) if row]
     assert {row[0] for row in ids} == {1}
+
+
+def test_a_track_lost_long_ago_is_found_again_only_by_a_box_that_fits_it_well():
+    # its predicted box is less sure the longer it is unseen: a moderate box half on it
+    # takes it after a few updates, not after 20 (more likely a false positive there)
+    def found(unseen, shift, score):
+        t = ByteTracker(TrackSpec())
+        run(t, [[(box(300, 200), 0.9)]] * 5 + [[]] * unseen)
+        return run(t, [[(box(300 + shift, 200), score)]])[0] == [1]
+
+    assert found(3, 15, 0.6) and not found(20, 15, 0.6)
+    assert found(20, 0, 0.9)
 
 
 def test_a_lost_track_keeps_its_size_while_unseen():
