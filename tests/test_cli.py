@@ -31,8 +31,9 @@ def test_run_a_subset_of_cameras_with_a_frame_limit_and_a_report(tmp_path, short
     assert r.returncode == 0, r.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert list(report["cameras"]) == ["street"] and report["cameras"]["street"]["processed"] == 7
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".config", ".written", "detections.jsonl",
-                                                                    "street.mp4"]
+    # the store is on by default, beside the files it indexes; closed, its WAL is folded into store.db
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".config", ".store_runs", ".written",
+                                                                    "detections.jsonl", "store.db", "street.mp4"]
     assert "street" in r.stdout and "total: 7 frames" in r.stdout  # the summary
     assert "thread plan for" in r.stderr  # printed at start-up
 
