@@ -23,7 +23,7 @@ import yaml
 
 from conftest import detector_model
 from pipeline.drawing import class_color
-from web_support import browser, get, outline_drawn, wait_for
+from web_support import browser, get, outline_drawn, running, wait_for  # noqa: F401  (a fixture)
 
 TOKEN = "review-token"
 ZONE = "lawn <b>north</b>"  # a name with markup: the page shows it as text
@@ -221,8 +221,10 @@ def test_choosing_a_track_plays_its_recording_at_its_time_with_its_box_drawn(rev
         item.click()
         started = wait_for(lambda: d.execute_script(player + "return v && v.readyState >= 2 && !v.seeking && "
                                                     "!v.paused && v.currentTime"), 20)
-        d.execute_script(player + "v.pause()")
-        time.sleep(0.6)  # the frame callback of the picture shown has drawn its boxes
+        # paused back on the track's own picture (its best sighting: the track is in that row)
+        d.execute_script(player + "v.pause(); v.currentTime = arguments[0]", track["recording_time"])
+        wait_for(lambda: d.execute_script(player + "return !v.seeking"), 10)
+        time.sleep(0.6)  # the picture shown has its boxes drawn
         state = d.execute_script(player + "return {src: v.currentSrc, t: v.currentTime, rect: "
                                  "v.getBoundingClientRect().toJSON(), w: v.videoWidth, h: v.videoHeight, "
                                  "shown: p.shown, drawn: p.drawn, error: v.error && v.error.code}")
@@ -235,6 +237,7 @@ def test_choosing_a_track_plays_its_recording_at_its_time_with_its_box_drawn(rev
     assert track["recording_time"] - 0.05 <= started < track["recording_time"] + 1.0, (started, track)
     frames = api(base, "api/boxes", recording=track["recording"], **{"from": state["t"] - 1, "to": state["t"] + 1})
     row = next(f for f in frames["frames"] if f["seq"] == state["shown"])
+    assert abs(row["t"] - track["recording_time"]) < 0.02
     assert state["drawn"] == len(row["detections"])
     mine = next(x for x in row["detections"] if x["track"] == track["track"])
     r, k = state["rect"], min(state["rect"]["width"] / state["w"], state["rect"]["height"] / state["h"])
@@ -273,7 +276,8 @@ def test_a_moment_on_the_timeline_plays_every_camera_that_recorded_it(reviewed):
     for x in players:
         s = expected[x["camera"]]
         assert x["src"] == f"{base}/recordings/{s['path']}"
-        assert chosen - s["start"] - 0.1 <= x["t"] < chosen - s["start"] + 1.5, (x, s, chosen)
+        # each plays on from the moment while the others load: within a few seconds of it
+        assert chosen - s["start"] - 0.1 <= x["t"] < chosen - s["start"] + 3.0, (x, s, chosen)
     assert abs(chosen - moment) < (before - after) / 200  # within a pixel or so
 
 
@@ -404,3 +408,21 @@ def test_the_page_opens_on_the_day_with_a_row_of_activity_for_every_camera(revie
     assert state["before"] - state["after"] in (23 * 3600, 24 * 3600, 25 * 3600)  # a local day
     assert state["after"] <= after < state["before"] and state["rows"] == len(CAMERAS)
     assert players == len(expected) > 1 and drawn == wanted
+
+
+def test_a_run_without_a_store_says_so_once_on_the_review_page(model_path, sample_path, running):
+    p = running({"sources": [{"id": "street", "uri": sample_path("bikes.mp4"), "stride": 5}],
+                 "models": {"det": detector_model(model_path)}, "graph": [{"detect": {"model": "det"}}],
+                 "outputs": {"video": {"enabled": False}, "store": False, "web": {"port": 0}}})
+    assert p.wait(120), "the run did not end"
+    base = f"http://127.0.0.1:{p.side.web.port}"
+    status, body, _ = get(f"{base}/api/store/tracks")
+    assert status == 404
+    d = browser()
+    try:
+        d.get(f"{base}/review")
+        said = wait_for(lambda: d.execute_script("const s = document.getElementById('status');"
+                                                 "return s.classList.contains('error') && s.textContent"), 30)
+    finally:
+        d.quit()
+    assert said == json.loads(body)["error"]
