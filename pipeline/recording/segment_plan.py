@@ -94,11 +94,7 @@ class Link(Stamps):
             self._holders.append(holder)
         self.offset: int | None = None  # set at its first keyframe
         self.audio_offset = 0
-        self.last_dts: int | None = None
-        self.max_pts: int | None = None
-        self.held: list = []  # packets with a pts and no dts yet
         self.audio_waiting: list = []  # audio packets before its first keyframe
-        self.stepping = False  # timed by the frame rate
 
     def _describe(self, video) -> None:
         self.video = video

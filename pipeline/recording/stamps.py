@@ -4,18 +4,20 @@ before it is decoded, so that the analysis and the recording agree.
 
 - **A pts and no dts yet** (an RTSP B-frame stream's first packets): held until the first
   dts shows, then counted back from it.
-- **A clock that steps back** (a camera's clock set back): that packet continues one
-  frame interval (as measured on the connection) after the last decode time and the last
-  picture, and the camera's own timestamps go on from there, shifted by as much.
+- **A clock that steps back** (a camera's clock set back) **or decode times that go
+  back**: bridged, the camera's own timestamps going on from there, shifted
+  (`clock_step`).
 - **No timestamps at all** (a raw `.h264`) **or ones that do not move** (an MP4 whose
   timestamps are all 0): timed by the frame rate in the decoder's display order
   (`display_order`).
 """
 from __future__ import annotations
 
+from pipeline.recording.clock_step import SteppedClock
 from pipeline.recording.display_order import DisplayOrder
 
 NO_TIMESTAMPS = "no timestamps (or none that move): the recording is timed by the frame rate, in display order"
+REORDER = 8  # frames a B-frame may lie before the pictures decoded ahead of it, at most (further: a clock step)
 HOLD = 16  # packets of a connection held back at most while they have a pts but no dts yet
 
 
@@ -31,6 +33,8 @@ class Stamps:
         self.packets = 0  # gone on
         self.pictures = 0  # shown by the connection's decoder
         self.shift = 0  # added to the camera's timestamps since its clock stepped back
+        self.clock: SteppedClock | None = None  # its timestamps since then
+        self.reorder = 0  # the most a picture lay before one decoded earlier (its B-frames), up to REORDER frames
         self.news = NO_TIMESTAMPS if untimed else ""  # what the log should say once (where timestamps were made)
         self.held: list = []  # packets with a pts and no dts yet
         # the stream has no timestamps (its format has none: a raw `.h264`): timed in display order
@@ -40,8 +44,8 @@ class Stamps:
         """The (packet, pts, dts) ready to go on: this packet with its own timestamps where
         they are sound (the common case, kept cheap), else as `repair` makes them."""
         pts, dts = packet.pts, packet.dts
-        if pts is None or dts is None or self.held or self.order is not None or self.shift or (
-                self.last_dts is not None and dts <= self.last_dts):
+        if pts is None or dts is None or self.held or self.order is not None or self.clock is not None or (
+                pts < dts or (self.last_dts is not None and dts <= self.last_dts)):
             return self.repair(packet)
         self.took(pts, dts)
         return [(packet, pts, dts)]
@@ -52,12 +56,12 @@ class Stamps:
         if self.order is not None:
             return self.order.add(packet)
         pts, dts = packet.pts, packet.dts
-        if dts is not None:
-            pts, dts = (None if pts is None else pts + self.shift), dts + self.shift
-        if (dts is None and pts is None and (self.held or self.packets)) or (dts is not None and dts == self.last_dts):
+        if (dts is None and pts is None and (self.held or self.packets)) or (
+                self.clock is None and dts is not None and dts == self.last_dts == self.max_pts and pts in (None, dts)):
             return self._order(packet)  # no timestamps at all, or ones that do not move (all 0)
-        if dts is not None and self.last_dts is not None and dts < self.last_dts:
-            pts, dts = self._rebase(pts, dts)
+        if dts is not None and self.last_dts is not None and not self.held and (
+                self.clock is not None or dts <= self.last_dts or (pts is not None and pts < dts)):
+            return [self._stepped(packet, dts if pts is None else pts)]
         if not self.held and dts is not None:
             return [self._take(packet, dts if pts is None else pts, dts)]  # a decode time only: shown then
         if dts is None and len(self.held) < HOLD:
@@ -75,6 +79,8 @@ class Stamps:
         self.last_dts = dts
         if self.max_pts is None or pts > self.max_pts:
             self.max_pts = pts
+        elif self.reorder < self.max_pts - pts <= REORDER * self.step:
+            self.reorder = self.max_pts - pts
 
     @property
     def interval(self) -> int:
@@ -86,24 +92,34 @@ class Stamps:
 
     def _take(self, packet, pts: int, dts: int) -> tuple[object, int, int]:
         """The packet goes on with these times; they are written into it too, before it is
-        decoded, so that its frame gets the same time."""
+        decoded, so that its frame gets the same time. Decode times only increase and a
+        picture is never shown before its own."""
+        if self.max_pts is not None and self.reorder < self.max_pts - pts <= REORDER * self.step:
+            self.reorder = self.max_pts - pts  # learnt before the times are made to hold
+        if self.last_dts is not None and dts <= self.last_dts:
+            dts = self.last_dts + 1
+        pts = max(pts, dts)
         packet.pts, packet.dts = pts, dts
         self.took(pts, dts)
         return packet, pts, dts
 
-    def _rebase(self, pts: int | None, dts: int) -> tuple[int | None, int]:
-        """The camera's clock stepped back: this packet continues one measured frame
-        interval after the last one (its picture after every picture so far), and the
-        camera's own timestamps go on from there, shifted by as much."""
-        assert self.last_dts is not None
-        step = self.interval
-        shift = self.last_dts + step - dts
-        if pts is not None and self.max_pts is not None:
-            shift = max(shift, self.max_pts + step - pts)
-        self.shift += shift
-        self.news = (f"the camera's clock stepped back: bridged by one frame interval ({1 / (step * self.seconds):.3g} "
-                     f"fps as measured), its own timestamps from there")
-        return (None if pts is None else pts + shift), dts + shift
+    def _stepped(self, packet, raw: int) -> tuple[object, int, int]:
+        """A packet from the camera's clock stepping back on (`clock_step`): a picture
+        further back than the stream's reorder reaches starts a shift."""
+        assert self.last_dts is not None and self.max_pts is not None
+        step, stepped = self.interval, False
+        if self.clock is None:
+            delay = round(self.reorder / step)
+            back = raw + self.shift < self.max_pts - ((delay + 1) * step + step // 2)
+            shift = self.max_pts + (delay + 1) * step - raw if back else self.shift
+            self.clock = SteppedClock(raw, shift, (self.shift, self.max_pts - self.shift), delay, step, self.last_dts)
+            stepped = back
+        pts, dts, again = self.clock.times(raw)
+        if stepped or again:
+            self.news = (f"the camera's clock stepped back: bridged by one frame interval "
+                         f"({1 / (step * self.seconds):.3g} fps as measured), its own timestamps from there")
+        self.shift = self.clock.shift
+        return self._take(packet, pts, dts)
 
     def _order(self, packet) -> list[tuple[object, int, int]]:
         """From here the stream is timed by the frame rate, in the decoder's display order."""

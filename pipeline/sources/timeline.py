@@ -6,7 +6,9 @@ frame is due.
 - A looped file continues one frame after the previous pass, so time keeps increasing
   (its first pass keeps the file's own timestamps, as a file read once does).
 - A network camera gets a continuous 1/90000 timeline across reconnects: a camera that
-  restarts its clock (or has none) never rewinds the output video.
+  restarts its clock (or has none) never rewinds the output video. A camera's clock that
+  steps back within a connection is bridged by one frame interval (as measured on the
+  connection), then its own timestamps go on from there.
 - A paced file (`realtime`) plays a camera: frame k is due `(pts_k - pts_0)` after the
   start, and its capture time is that due time (or later, when we get to it late):
   latency is measured from when a real camera would have delivered the frame.
@@ -37,6 +39,7 @@ class Timeline:
         self._pass_base: int | None = None
         self._paced_origin: int | None = None
         self._stepping = False                 # timestamps replaced by frame-rate steps
+        self._shown = (0, 0)                   # a live connection's first pts and frames after it: its interval
 
     def new_connection(self) -> None:
         """A (re)connection or a new pass over a file begins."""
@@ -73,7 +76,13 @@ class Timeline:
             if self._connection_base is None:
                 start = wall if self._last is None else max(wall, self._last + 1)
                 self._connection_base = start - scaled
+                self._shown = (start, 0)
             pts = self._connection_base + scaled
+            if self._last is not None and pts <= self._last and self._shown[1]:  # the camera's clock stepped back
+                bridged = self._last + max(1, round((self._last - self._shown[0]) / self._shown[1]))
+                self._connection_base += bridged - pts
+                pts = bridged
+            self._shown = (self._shown[0], self._shown[1] + 1)
         if self._last is not None and pts <= self._last:
             pts = self._last + 1
         self._last = pts
