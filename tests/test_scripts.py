@@ -150,3 +150,14 @@ def test_store_bench_times_the_queries_over_the_tracks_it_stored_and_sizes_a_sam
         day = out["sample"][camera]
         tracks = sum(t[2] == camera for t in data["tracks"])
         assert day["tracks_per_day"] == tracks * 12 and day["bytes_per_day"] > 0  # 12 loops of 2 h
+
+
+@WHOLE_RUNS
+def test_store_overhead_runs_with_the_store_on_and_off_in_turns_and_says_the_ratio():
+    out = script("store_overhead.py", "--config", str(ROOT / "configs" / "tracking.yaml"), "--frames", "8",
+                 "--rounds", "1", timeout=300)
+    assert re.search(r"^round 1: store off [\d.]+ fps$", out, re.M) and re.search(r"^round 1: store on ", out, re.M)
+    ratio = re.search(r"^median: store on ([\d.]+) fps, off ([\d.]+) fps: on/off ([\d.]+)$", out, re.M)
+    assert ratio and float(ratio.group(1)) > 0 and float(ratio.group(2)) > 0, out
+    held = re.search(r"^the store of one run: \d+ kB, (\d+) tracks, \d+ events, \d+ counts, (\d+) segments$", out, re.M)
+    assert held and int(held.group(1)) > 0, out
