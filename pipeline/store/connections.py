@@ -79,11 +79,13 @@ class Connections:
             raise StoreError(f"{self.where}: reading a PostgreSQL store needs psycopg (pip install psycopg)") from None
         try:
             self._errors = (psycopg.Error,)
-            conn = psycopg.connect(self.location, autocommit=True, connect_timeout=5)
+            conn = psycopg.connect(self.location, connect_timeout=5)
         except psycopg.Error as e:
             raise StoreError(f"{self.where}: cannot connect: {redact(one_line(e))}") from None
         try:
-            self._check(conn)
+            self._check(conn)  # in transactions: a migration step is all or nothing
+            conn.rollback()
+            conn.autocommit = True
         except BaseException:
             conn.close()
             raise
@@ -94,8 +96,7 @@ class Connections:
         if self._checked:
             return
         found = stored_version(conn, self.dialect)
-        if self.dialect is SQLITE:
-            conn.commit()
+        conn.commit()
         if found == 0:
             raise StoreError(f"{self.where}: holds no store (no schema version)")
         if found != SCHEMA_VERSION:

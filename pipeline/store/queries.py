@@ -21,6 +21,7 @@ from typing import Any, Collection
 from pipeline.store.clauses import Where, label_match, minute_bucket
 from pipeline.store.connections import Connections
 from pipeline.store.filters import BadParameter, Cursor, Filters, clip
+from pipeline.store.tables import Dialect
 
 TRACK_COLUMNS = ("id", "run", "camera", "track", "class", "first_seen", "last_seen", "best_score", "best_box",
                  "best_time", "labels", "zones", "lines", "snapshot", "recording", "recording_time")
@@ -59,7 +60,9 @@ def _page(kind: str, columns: tuple[str, ...], rows: list[tuple], limit: int, ti
     return Page(decoded, cursor)
 
 
-def track_where(f: Filters, dialect) -> Where:
+def track_where(f: Filters, dialect: Dialect) -> Where:
+    """A track matches every filter given (a zone it visited and a line it crossed), and
+    any of one filter's values."""
     w = Where()
     w.any_of("camera", f.cameras)
     w.any_of("class", f.classes)

@@ -269,3 +269,23 @@ def test_hour_and_day_buckets_read_the_hourly_rollup_and_minutes_the_minutes(sto
     assert {b: store.counts(parse("counts", {**params, "bucket": [b]})) for b in before} == before
     changed = store.counts(parse("counts", {**params, "bucket": ["minute"], "before": [str(T0 + 7 * 3600)]}))
     assert [[n * 1000 for _, n in s["points"]] for s in minutes] == [[n for _, n in s["points"]] for s in changed]
+
+
+def test_a_store_of_an_older_schema_opens_brought_up_to_date_and_a_newer_one_is_refused(location, data,
+                                                                                         monkeypatch):
+    from pipeline.store import connections, tables
+
+    make_store(location, data)
+    step = tables.Migration(tables.SCHEMA_VERSION + 1, "a note per run", ("ALTER TABLE runs ADD COLUMN note TEXT",))
+    for module in (tables, connections):
+        monkeypatch.setattr(module, "SCHEMA_VERSION", step.version)
+    monkeypatch.setattr(tables, "MIGRATIONS", tables.MIGRATIONS + [step])
+    store = Store.open(location)
+    assert store.fetch("SELECT note FROM runs", []) == []
+    assert store.tracks(parse("tracks", {"limit": ["1000"]})).rows and store.fetch(
+        "SELECT value FROM meta WHERE key = 'schema_version'", []) == [(str(step.version),)]
+    store.close()
+    monkeypatch.setattr(connections, "SCHEMA_VERSION", step.version - 1)
+    monkeypatch.setattr(tables, "SCHEMA_VERSION", step.version - 1)
+    with pytest.raises(StoreError, match=f"version {step.version}, newer than this pipeline's {step.version - 1}"):
+        Store.open(location)
