@@ -139,9 +139,11 @@ def test_the_timeline_shows_each_cameras_activity_as_bars_and_its_events_as_mark
             camera: g.dataset.camera, name: g.querySelector('text.camera').textContent,
             objects: g.querySelectorAll('rect.objects').length, motion: g.querySelectorAll('rect.motion').length,
             recorded: g.querySelectorAll('rect.recorded').length, marks: g.querySelectorAll('line.mark').length}))""")
+        fetched = d.execute_script("return performance.getEntriesByType('resource').map((e) => e.name)")
         segments = api(base, "api/store/segments", after=after, before=before, limit=10000)["segments"]
     finally:
         d.quit()
+    assert fetched and all(url.startswith(base + "/") for url in fetched), fetched  # nothing from elsewhere
     assert sorted(r["camera"] for r in rows) == sorted(CAMERAS)
     for row in rows:
         buckets = activity.get(row["camera"], [])
