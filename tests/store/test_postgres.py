@@ -117,3 +117,29 @@ def test_rows_wait_while_the_server_is_away_and_are_counted_lost_past_the_buffer
     w.close()
     own_server.start()
     assert tracks_in(url) == 11
+
+
+def test_a_rebuild_goes_into_an_empty_postgresql_database_only(postgres, short_clips, model_path, write_config,
+                                                               tmp_path, pipeline_cmd):
+    import subprocess
+
+    import yaml
+
+    out = tmp_path / "out"
+    run_pipeline(config(short_clips, model_path), write_config, str(out))  # SQLite, the JSON lines beside it
+    url = postgres.new_database("rebuilt")
+    cfg = config(short_clips, model_path, url=url)
+    cfg["outputs"]["dir"] = str(out)
+    path = tmp_path / "pg.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+
+    def store(*args):
+        return subprocess.run([*pipeline_cmd, "store", *args, "--config", str(path)], capture_output=True, text=True,
+                              timeout=300)
+
+    r = store("rebuild")
+    assert r.returncode == 0 and "postgresql://postgres@127.0.0.1" in r.stdout, r.stderr
+    r = store("check")
+    assert r.returncode == 0 and "ok (runs 1, tracks " in r.stdout, r.stderr
+    r = store("rebuild")
+    assert r.returncode == 2 and "holds a store already: rebuild into an empty database" in r.stderr

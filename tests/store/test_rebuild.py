@@ -140,3 +140,21 @@ def test_records_the_store_could_not_keep_are_counted_in_the_summary_and_the_exi
     assert all(lost.values()), lost
     assert "store record(s)" in summary_table(snap)
     assert exit_status(snap, {}, interrupted=False) == FAILED
+
+
+def test_a_store_on_a_disk_that_fills_up_never_stops_the_cameras_and_its_losses_are_counted(
+        short_clips, model_path, write_config, tmp_path, small_disk, pipeline_cmd):
+    disk = small_disk("1m")
+    from pipeline.store.backend import open_sqlite
+    open_sqlite(str(disk / "store.db")).close()  # the store made while there was room
+    free = os.statvfs(disk)
+    with open(disk / "filler", "wb") as f:  # room for the store to open and enter the run, not for its rows
+        f.write(b"\0" * (free.f_bavail * free.f_frsize - 96 * 1024))
+    out = tmp_path / "out"
+    snap = run_pipeline(config(short_clips, model_path, path=str(disk / "store.db"), buffer_s=0.2, flush_s=0.1),
+                        write_config, str(out))
+    assert all(c.processed == 40 for c in snap.cameras.values())  # every frame went through
+    assert sum(c.store_lost for c in snap.cameras.values()) and exit_status(snap, {}, False) == FAILED
+    assert sqlite3.connect(disk / "store.db").execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    rebuild(pipeline_cmd, out, tmp_path / "rebuilt.db")  # the JSON lines hold what the store lost
+    assert len(dump(tmp_path / "rebuilt.db")["tracks"]) > len(dump(disk / "store.db")["tracks"])
