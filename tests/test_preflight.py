@@ -154,8 +154,8 @@ def test_selecting_cameras_drops_the_other_cameras_analytics(tmp_path, sample_pa
     r = cli("run", "--config", str(ROOT / "configs" / "tracking.yaml"), "--cameras", "street", "--max-frames", "3",
             "--output", str(tmp_path / "out"), "-q")
     assert r.returncode == 0, r.stderr
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".config", ".written", "detections.jsonl",
-                                                                    "street.mp4"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".config", ".store_runs", ".written",
+                                                                    "detections.jsonl", "store.db", "street.mp4"]
 
 
 def test_the_shipped_configs_pass_every_check(tmp_path):
