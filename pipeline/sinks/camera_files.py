@@ -10,8 +10,9 @@ lines file name each camera has its own file; without it the cameras share one, 
 when the last of them ends.
 
 A camera that may run on more than one machine in turn writes under a lease (`sinks.lease`).
-A camera that returns under an id that ran before continues in new files (its next
-video segment, its JSON lines appended): nothing it wrote is overwritten.
+A camera that returns under an id that ran before, or runs again beside recordings of
+an earlier run, continues in new files (its next video segment, its JSON lines
+appended): nothing it wrote is overwritten, and the rows of a recording kept stay.
 """
 from __future__ import annotations
 
@@ -63,6 +64,12 @@ def open_recording(out: OutputsConfig, cam: str, live: bool, record: RecordConfi
                      path=lambda stamp: out.record_path(cam, record.filename, stamp),
                      after=last_stamp(out.record_path(cam, record.filename)), on_failure=on_failure,
                      on_file=on_file)
+
+
+def beside_recordings(out: OutputsConfig, cam: str, record: RecordConfig | None) -> bool:
+    """Whether a recorded camera runs beside recordings of an earlier run: it goes on as
+    an id that returns (the rows those recordings' playback reads are never overwritten)."""
+    return record is not None and record.enabled and last_stamp(out.record_path(cam, record.filename)) is not None
 
 
 class OutputFailures:
@@ -149,7 +156,7 @@ class CameraOutputs:
         out = self.outputs
         self.failures.forget(cam)
         self.fenced.discard(cam)
-        if cam in self.ran:  # the id returns: new segments, JSON lines appended
+        if cam in self.ran or beside_recordings(out, cam, record):  # new segments, JSON lines appended
             segment = next_segment(out.video_path(cam)) if out.video.enabled else 0
             resume = replace(resume, segment=max(resume.segment, segment), append=True)
         self.ran.add(cam)
