@@ -5,7 +5,9 @@ its own), and a sub-stream and a main stream that fail apart."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import subprocess
 import time
 
 import av
@@ -15,10 +17,11 @@ from conftest import read_jsonl
 from pipeline.recording.segments import segment_files
 from recordings import null_detector, segments
 from synthetic import Mover, picture, render
-from test_rtsp import RtspServer, live_pipeline, server, wait_for  # noqa: F401 (the fixture)
+from test_rtsp import SYSTEM_PYTHON, RtspServer, live_pipeline, server, wait_for  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.rtsp
 FPS = 15
+UNITS_SERVER = os.path.join(os.path.dirname(__file__), "..", "support", "rtsp_units_server.py")
 
 
 def digest(frame) -> str:
@@ -170,3 +173,58 @@ def test_a_sub_stream_and_a_main_stream_fail_apart(tmp_path, server, write_confi
     placed = [r for r in rows if r["recording"] is not None]
     assert len(placed) >= 10 and len(rows) - len(placed) >= 5  # the rows while the main stream was away
     assert all(0 <= r["recording_time"] <= end + 0.5 for r in placed)
+
+
+def units_from(clip: str, folder, start_s: float, fps: int) -> str:
+    """The clip's access units for `rtsp_units_server.py`, the camera's clock starting at
+    `start_s`, sent at `fps` from half a second after a client plays."""
+    table = []
+    with av.open(clip) as c, open(folder / "units.h264", "wb") as out:
+        annexb = av.BitStreamFilterContext("h264_mp4toannexb", c.streams.video[0])
+        for p in c.demux(video=0):
+            for q in annexb.filter(p if p.size else None):
+                out.write(bytes(q))
+                table.append([q.size, float(q.pts * q.time_base) + start_s, float(q.dts * q.time_base) + start_s,
+                              bool(q.is_keyframe), 0.5 + len(table) / fps])
+    (folder / "units.json").write_text(json.dumps(table))
+    return str(folder)
+
+
+@pytest.mark.parametrize("start_s, size", [(10.0, (192, 96)), (6.5, (176, 144))])
+def test_a_camera_ffmpeg_opens_as_0x0_is_recorded_and_decides_for_no_camera_beside_it(tmp_path, server, write_config,
+                                                                                       start_s, size):
+    """A camera whose clock starts late (the probe ends before its first picture: FFmpeg
+    opens it as 0x0) records at its keyframe's size, and the healthy H.264 camera planned
+    after it records too (one camera's stream was refused for both)."""
+    clip = str(tmp_path / "odd.mp4")
+    render([Mover(picture("chelsea", 40), (0, 10), (120, 40))], clip, frames=6 * FPS, size=size, fps=FPS,
+           codec=("libx264", {"bf": "0", "g": str(FPS), "tune": "zerolatency"}))
+    units = tmp_path / "units"
+    units.mkdir()
+    odd = subprocess.Popen([SYSTEM_PYTHON, UNITS_SERVER, "--units", units_from(clip, units, start_s, FPS)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = odd.stdout.readline().strip()  # type: ignore[union-attr]
+        assert url.startswith("rtsp://"), odd.stderr.read()  # type: ignore[union-attr]
+        healthy = server("--size", "160x120")
+        cfg = camera(url, tmp_path)
+        cfg["sources"].append({**cfg["sources"][0], "id": "yard", "uri": healthy.url})
+        p = live_pipeline(cfg, write_config)
+        try:
+            wait_for(lambda: min(p.metrics.camera(c).processed for c in ("door", "yard")) >= 3 * FPS, 30,
+                     "both cameras to stream")
+        finally:
+            p.stop()
+            assert p.wait(60)
+            p.close()
+    finally:
+        odd.kill()
+        odd.wait(10)
+    out = str(tmp_path / "out")
+    for cam, (w, h) in (("door", size), ("yard", (160, 120))):
+        files = segments(out, cam)
+        assert files and not p.snapshot().cameras[cam].recording.error
+        for path in files:
+            with av.open(path) as c:
+                assert {(f.width, f.height) for f in c.decode(video=0)} == {(w, h)}
+    assert_rows_point_at_pictures(out, rows_of(out))
