@@ -125,6 +125,10 @@ def rebuild(out: OutputsConfig, backend: Backend) -> Rebuilt:
     for _, record in records(files, bad):
         cam = record["camera"]
         if cam not in last_seq or record["seq"] <= last_seq[cam]:
+            if index[cam] >= 0:  # the camera's session before ended there, as the live writer heard
+                ended = builders[found[cam][index[cam]].run]  # type: ignore[index]
+                ended.end_camera(cam)
+                backend.write(ended.take())
             index[cam] += 1
         last_seq[cam] = record["seq"]
         session = found[cam][index[cam]]
