@@ -93,6 +93,7 @@ class Link(Stamps):
             self.audio, holder = remade(self.audio, extradata=audio_config(self.audio))
             self._holders.append(holder)
         self.offset: int | None = None  # set at its first keyframe
+        self.start_s: float | None = None  # that keyframe's picture on the timeline (seconds): its first one recorded
         self.audio_offset = 0
         self.audio_waiting: list = []  # audio packets before its first keyframe
 
@@ -133,6 +134,7 @@ class Link(Stamps):
                 candidates.append(int(after_dts_s // tb) + 1 - dts)
             offset = int(max(candidates))
         self.offset = offset
+        self.start_s = float((pts + offset) * tb)
         if self.audio is not None:
             self.audio_offset = round(offset * tb / self.audio.time_base)
 
@@ -183,6 +185,13 @@ class SegmentPlan:
                           link.params)
         self.segments = self.segments[-KEEP_SEGMENTS + 1:] + [segment]
         return segment
+
+    @property
+    def size(self) -> tuple[int, int] | None:
+        """Its latest file's picture size (None: no file yet): the pixels of the rows of
+        frames that lie in no file (a main stream away), so a camera's rows keep one size."""
+        segments = self.segments
+        return (segments[-1].width, segments[-1].height) if segments else None
 
     def spot(self, t: float) -> RecordingSpot | None:
         for segment in reversed(self.segments):

@@ -114,8 +114,9 @@ def show_segment(stats: CameraStats, writer: VideoWriter | None, jsonl: str | No
 
 def frame_line(files: "CameraOutputs", frame: Frame) -> dict:
     """The frame's JSON line as a record (`sinks.jsonl.frame_record`), as its camera writes it."""
-    cam = frame.camera
-    return frame_record(frame, files.spot(frame), cam in files.recordings, cam in files.live)
+    recording = files.recordings.get(frame.camera)
+    return frame_record(frame, files.spot(frame), recording is not None, frame.camera in files.live,
+                        recording.plan.size if recording is not None else None)
 
 
 class CameraOutputs:

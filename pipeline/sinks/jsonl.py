@@ -1,7 +1,7 @@
 """Machine-readable metadata: one JSON line per frame.
 
-`{"camera", "seq", "pts", "time", "recording"?, "recording_time"?, "detected", "motion"?, "detections":
-[{"box": [x1, y1, x2, y2], "score", "class_id", "class", "predicted", "track"?,
+`{"camera", "seq", "pts", "time", "recording"?, "recording_time"?, "pixels"?, "detected", "motion"?,
+"detections": [{"box": [x1, y1, x2, y2], "score", "class_id", "class", "predicted", "track"?,
 "stationary"?, "labels"?: {classifier: {"label", "id", "score"}}}], "regions"?, "events"?,
 "errors"?}` with boxes in frame pixels; `detected`: the detector ran on the frame
 (`regions`: on these squares of it only); `motion`: motion was measured and seen on it
@@ -9,7 +9,8 @@
 detector's; `stationary`: its track has not moved for `track.stationary_s`. A recorded
 camera's rows name the recording's file and the frame's time in it (null: in none), and
 its boxes and regions are in the recording's pixels (the main stream's, where a
-sub-stream is analysed).
+sub-stream is analysed), its latest file's where the frame lies in none; where it has
+no file yet to give its size, the row says the size they are in (`pixels`).
 With `{camera}` in the file name each camera gets its own file; without it all cameras
 share one file (lines of one camera stay in order; the lines of file cameras in the
 order of their time, then camera id: `InTimeOrder`). A file run's lines depend on its
@@ -58,12 +59,16 @@ def append_whole(fd: int, data: bytes) -> None:
 
 
 def frame_record(frame: Frame, spot: RecordingSpot | None = None, recorded: bool = False,
-                 wall_time: bool = True) -> dict:
+                 wall_time: bool = True, size: tuple[int, int] | None = None) -> dict:
     """The frame's JSON line; `recorded`: its camera has a recording, `spot` where the
-    frame lies in it; `wall_time`: its events say when they were written (live cameras)."""
+    frame lies in it, `size` its latest pictures' size (where the frame lies in none);
+    `wall_time`: its events say when they were written (live cameras)."""
     det = frame.detections
     items = []
-    scale = _scale(frame, spot)
+    pixels = _pixels(frame) if recorded else None  # the boxes' size, where it may not be the recording's
+    target = (spot.width, spot.height) if spot is not None else size if recorded else None
+    target = target if target is not None and all(target) else None
+    scale = _scale(pixels, target)
     if det is not None:
         for i in range(len(det)):
             cid = int(det.class_id[i])
@@ -86,6 +91,8 @@ def frame_record(frame: Frame, spot: RecordingSpot | None = None, recorded: bool
     if recorded:
         record["recording"] = spot.file if spot is not None else None
         record["recording_time"] = spot.time if spot is not None else None
+        if target is None and pixels is not None:
+            record["pixels"] = list(pixels)  # never in the recording's pixels: say which
     record["detected"] = frame.detected
     if frame.plan is not None and frame.plan.motion is not None and len(frame.plan.motion.boxes):
         record["motion"] = True
@@ -103,19 +110,22 @@ def frame_record(frame: Frame, spot: RecordingSpot | None = None, recorded: bool
     return record
 
 
-def _scale(frame: Frame, spot: RecordingSpot | None) -> np.ndarray | None:
-    """How boxes in the frame's pixels become the recording's (None: the same size)."""
-    if spot is None:
-        return None
-    if frame.letterbox is not None:  # the analysed picture's size, never converting it to know
+def _pixels(frame: Frame) -> tuple[int, int] | None:
+    """The analysed picture's size, never converting it to know (None: not known)."""
+    if frame.letterbox is not None:
         w, h = frame.letterbox.frame_w, frame.letterbox.frame_h
-    elif frame.picture is not None:
-        w, h = frame.picture.width, frame.picture.height
+    elif frame.picture is not None or frame.converted:  # type: ignore[attr-defined]
+        w, h = frame.size  # type: ignore[attr-defined]
     else:
-        h, w = frame.image.shape[:2]
-    if (w, h) == (spot.width, spot.height) or not (w and h):
         return None
-    return np.array([spot.width / w, spot.height / h] * 2, np.float32)
+    return (int(w), int(h)) if w and h else None
+
+
+def _scale(pixels: tuple[int, int] | None, target: tuple[int, int] | None) -> np.ndarray | None:
+    """How boxes in the frame's pixels become the recording's (None: the same size, or unknown)."""
+    if pixels is None or target is None or pixels == target:
+        return None
+    return np.array([target[0] / pixels[0], target[1] / pixels[1]] * 2, np.float32)
 
 
 class JsonlWriter:

@@ -119,7 +119,7 @@ class VideoSource:
     def _run(self) -> None:
         eos = EndOfStream(self.camera, "eof")
         self.framing = Framing(self.analysed, self.preprocess, self.metrics, self.resume, self._wait, self.gate,
-                               self._stopped)
+                               self._stopped, self.feed.place)
         self.feed.start(self.framing.timeline.started)
         try:
             if self.config.network:
@@ -187,7 +187,7 @@ class VideoSource:
                 why = str(e)
             if self._stopping():
                 return
-            self._wait(self.health.lost(rc, why))
+            self._wait(self.health.lost(rc, why, self.feed.recorded))
 
     def _pump(self, connection: Connection) -> None:
         """Emit every frame of one connection. A file is read on demand: its next frame is

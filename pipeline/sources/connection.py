@@ -21,6 +21,7 @@ import av
 from pipeline.config import SourceConfig
 from pipeline.config.schema import file_problem, local_path
 from pipeline.errors import FAILED, PipelineError, one_line
+from pipeline.metrics.snapshot import RecordingStats
 from pipeline.redact import redact
 
 log = logging.getLogger("pipeline.source")
@@ -175,8 +176,17 @@ class TapLink(Protocol):
     its timestamps plus `offset` (set at its first keyframe) are the recording's timeline."""
 
     offset: int | None
+    start_s: float | None  # its first recorded picture on the timeline (seconds)
     last_dts: int | None
     seconds: float  # one tick of its time base
+
+    def decode_alone(self, video) -> None:
+        """The connection only demuxes: where the link must see its pictures, it decodes them itself."""
+        ...
+
+    def end(self) -> tuple[Fraction, Fraction] | None:
+        """One frame after its last picture, and its last decode time (timeline seconds)."""
+        ...
 
 
 class PacketTap(Protocol):
@@ -185,6 +195,7 @@ class PacketTap(Protocol):
     back with each packet."""
 
     origin: float | None  # the clock reading its live timeline counts from (None: the media time)
+    stats: RecordingStats  # its health: `state` is "failed" once nothing more is recorded
 
     def connect(self, video, audio, rate: Fraction) -> TapLink: ...
 
@@ -230,6 +241,8 @@ class Connection:
             self._decode = self._decoder() if decode else None
             self.tap = tap
             self.link = tap.connect(self.stream, self.audio, self.rate) if tap is not None else None
+            if self.link is not None and not decode:
+                self.link.decode_alone(self.stream)
         except BaseException:
             self.container.close()
             raise

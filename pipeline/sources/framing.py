@@ -46,7 +46,8 @@ class Framing:
 
     def __init__(self, config: SourceConfig, preprocess: Preprocessor, metrics: Metrics, resume: Resume,
                  wait: Callable[[float], None], gate: DetectGate | None = None,
-                 stopping: Callable[[], bool] = lambda: False):
+                 stopping: Callable[[], bool] = lambda: False,
+                 place: Callable[[int, float], float | None] | None = None):
         self.config = config
         self.camera = config.id
         self.preprocess = preprocess
@@ -56,6 +57,7 @@ class Framing:
         self.gate = FrameGate(config.stride, config.max_fps)
         self.detect = gate or DetectGate(DetectRate(), config.motion)
         self.stopping = stopping  # the camera is stopped: a wait for its tracker ends
+        self.place = place  # a file's sub-stream frame -> its time on the main stream's recording (by pass)
         self._motion_failed = False
         self.timeline = Timeline(config.id, config.network, config.loop, phase_s=config.phase_s)
         self.paced = config.realtime or (bool(config.live) and not config.network)
@@ -90,8 +92,9 @@ class Framing:
         link = connection.link
         if link is not None and link.offset is not None and vf.pts is not None:
             frame.record_time = (vf.pts + link.offset) * link.seconds
-        elif self.config.detect_uri:  # the main stream is recorded: matched by time (docs/outputs.md, "Recordings")
-            frame.record_time = frame.pts_seconds
+        elif self.config.detect_uri:  # the main stream is recorded (docs/outputs.md, "Recordings")
+            frame.record_time = frame.pts_seconds if self.place is None \
+                else self.place(self.timeline.passes - 1, self._after_first(pts - self._time_offset, tb))
         frame.plan = self._plan(vf, t)
         if not frame.plan.run:
             self.detect.handed(seq, t)
@@ -106,6 +109,12 @@ class Framing:
         frame.stamp("preprocess")
         self.detect.handed(seq, t)
         return frame
+
+    def _after_first(self, pts: int, tb) -> float:
+        """How long after its pass's first picture a file's picture is shown (seconds): a
+        sub-stream's frame lies as far after the first picture of the same pass of its main
+        stream (a live camera's is matched by arrival, both on the camera's clock)."""
+        return float((pts - (self.timeline.pass_first or 0)) * tb)
 
     def _inputs(self, frame: Frame) -> None:
         """The detector's input: the whole frame letterboxed, or each of its regions, cut

@@ -5,6 +5,7 @@ the note its end leaves in the summary."""
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 from pipeline.metrics.registry import CameraState, CameraStats, Metrics
 from pipeline.sources.connection import SourceError
@@ -38,14 +39,18 @@ class CameraHealth:
         if self.stats.state != CameraState.STREAMING:
             self.state(CameraState.STREAMING)
 
-    def lost(self, reconnect: Reconnect, why: str) -> float:
+    def lost(self, reconnect: Reconnect, why: str, recorded: Callable[[], bool] = lambda: False) -> float:
         """A network camera's stream broke (or never came): the seconds to wait before the
-        next try; a `SourceError` once it has been down for `give_up_s`."""
+        next try; a `SourceError` once it has been down for `give_up_s`, unless its main
+        stream is still `recorded` (a dead sub-stream: it retries, at the backoff's pace,
+        for as long as the recording goes on)."""
         reconnect.lost()
         self.stats.outages(reconnect.downtime_s, reconnect.outage_since)  # the snapshots count the time down on
         if reconnect.gave_up():
-            raise SourceError(f"no frame for {reconnect.down_for():.1f}s (give_up_s={reconnect.config.give_up_s:g}): "
-                              f"{why}")
+            gone = f"no frame for {reconnect.down_for():.1f}s (give_up_s={reconnect.config.give_up_s:g})"
+            if not recorded():
+                raise SourceError(f"{gone}: {why}")
+            why = f"{gone}, its main stream still recorded: {why}"
         retry = reconnect.retry()
         self.state(CameraState.RECONNECTING if reconnect.streamed else CameraState.CONNECTING,
                    f"{why}; retrying in {retry.delay:.1f}s", trouble=True, quiet=not retry.news)

@@ -6,15 +6,19 @@ It lives and fails apart from the analysis: a live main stream that breaks recon
 under the camera's `reconnect` policy while the sub-stream's frames go on (the recording
 has a gap, counted; each backoff step said once), and after `give_up_s` without a packet
 the recording stops, reported, while the analysis goes on; a sub-stream that breaks
-leaves the recording going. A stop of the run or the camera ends a live main stream's
-reading and reconnecting at once, without a word. A file's main stream is read a little ahead of the analysis, never more
-(`LEAD_S`), so a looped file does not race ahead, and up to the last analysed frame.
+leaves the recording going (its camera retries it past `give_up_s` while the main stream
+is `recorded`). A stop of the run or the camera ends a live main stream's reading and
+reconnecting at once, without a word. A file's main stream is read a little ahead of the
+analysis, never more (`LEAD_S`), so a looped file does not race ahead, and up to the last
+analysed frame; a frame of its sub-stream is placed on the recording's timeline pass by
+pass, on the two files' first pictures (`place`).
 """
 from __future__ import annotations
 
 import logging
 import math
 import threading
+from dataclasses import dataclass
 from typing import Callable
 
 from pipeline.config import SourceConfig
@@ -24,6 +28,77 @@ from pipeline.sources.reconnect import Reconnect
 log = logging.getLogger("pipeline.source")
 
 LEAD_S = 2.0  # a file's main stream is read at most this far ahead of the analysed frames
+
+
+@dataclass
+class Pass:
+    """One pass over a file's main stream (one connection): where the analysis' frames of
+    the same pass of the sub-stream go on the recording's timeline (seconds)."""
+
+    start: float | None = None  # its first recorded picture
+    read: float = -math.inf  # the newest packet's decode time read
+    end: float | None = None  # one frame after its last picture, once it ended (-inf: nothing recorded)
+
+
+class Passes:
+    """A file's main stream pass by pass, as its sub-stream's frames are placed on it
+    (`place`); kept from the pass the analysis is in on. Its reader's condition guards it."""
+
+    def __init__(self, cond: threading.Condition):
+        self.cond = cond
+        self.passes: dict[int, Pass] = {}
+        self.begun = 0  # passes begun
+        self.wanted: tuple[int, float] | None = None  # a frame waits for this place: read on up to it
+
+    def place(self, number: int, after_s: float, reading: Callable[[], bool]) -> float | None:
+        """Where a frame of a file's sub-stream lies on the recording's timeline: `after_s`
+        after the first picture of the same pass (`number`) of the main stream as it is
+        after the first of its own (the two files' timestamps may start apart, and their
+        passes differ in length). None: past that pass's last picture, or never read.
+        Waits until the main stream is read up to it, while it is `reading`."""
+        with self.cond:
+            self.wanted = (number, after_s)
+            self.cond.notify_all()
+            while not self._reached(number, after_s) and reading():
+                self.cond.wait(0.5)
+            self.wanted = None
+            for gone in [k for k in self.passes if k < number]:  # the analysis is past them
+                del self.passes[gone]
+            done = self.passes.get(number)
+        if done is None or done.start is None:
+            return None
+        t = done.start + after_s
+        return None if done.end is not None and t > done.end - 1e-6 else t
+
+    def _reached(self, number: int, after_s: float) -> bool:
+        """The main stream is read past `after_s` into pass `number`, or that pass ended."""
+        if self.begun > number + 1:
+            return True
+        done = self.passes.get(number)
+        return done is not None and (done.end is not None or (done.start is not None
+                                                               and done.read >= done.start + after_s))
+
+    def awaited(self) -> bool:
+        """A frame waits for a place the main stream has not read yet (the caller holds `cond`)."""
+        return self.wanted is not None and not self._reached(*self.wanted)
+
+    def begin(self) -> Pass:
+        with self.cond:
+            done = self.passes[self.begun] = Pass()
+            self.begun += 1
+            return done
+
+    def read(self, done: Pass, start_s: float | None, t: float) -> None:
+        """The pass is read up to `t` (the caller holds `cond`)."""
+        done.start, done.read = start_s, t
+        if self.wanted is not None:
+            self.cond.notify_all()
+
+    def end(self, done: Pass, link) -> None:
+        end = link.end() if link is not None else None
+        with self.cond:
+            done.end = float(end[0]) if end is not None else -math.inf
+            self.cond.notify_all()
 
 
 class MainStream:
@@ -38,6 +113,7 @@ class MainStream:
         self._finished = False  # the camera has no more frames: a file is read up to them, then ends
         self._stop = threading.Event()
         self._cond = threading.Condition()
+        self.passes = Passes(self._cond)  # a file's, matched to its sub-stream's
         self._thread = threading.Thread(target=self._run, name=f"main-{config.id}", daemon=True)
 
     def start(self) -> None:
@@ -50,6 +126,10 @@ class MainStream:
                 self.analysed_s = t
                 self._cond.notify_all()
 
+    def place(self, number: int, after_s: float) -> float | None:
+        """Where a frame of a file's sub-stream lies on the recording's timeline (`Passes.place`)."""
+        return self.passes.place(number, after_s, self._thread.is_alive)
+
     def finish(self) -> None:
         """The camera ended: a live main stream stops now, a file's after the last frame's packets."""
         if self.config.network:
@@ -59,6 +139,11 @@ class MainStream:
             self._cond.notify_all()
         # a live read blocks until its next packet, at most `read_timeout_s`: what comes after is not recorded
         self._thread.join(self.config.read_timeout_s + 1 if self.config.network else None)
+
+    @property
+    def recording(self) -> bool:
+        """Still read and recorded: not given up, its recording not stopped."""
+        return self._thread.is_alive() and self.tap.stats.state != "failed"
 
     def _ended(self) -> bool:
         """Nothing more to read: finished, or a live main stream whose camera is stopped."""
@@ -70,9 +155,12 @@ class MainStream:
             why = "the stream ended"
             try:
                 connection = Connection(self.config, lambda _: None, said, tap=self.tap, decode=False)
+                done = None if self.config.network else self.passes.begin()  # live: matched by arrival
                 try:
-                    connection.demux(self._gate(connection))
+                    connection.demux(self._gate(connection, done))
                 finally:
+                    if done is not None:
+                        self.passes.end(done, connection.link)
                     connection.close()
             except SourceError as e:
                 why = str(e)
@@ -99,8 +187,9 @@ class MainStream:
         self.wait(retry.delay)
         return not self._ended()
 
-    def _gate(self, connection: Connection) -> Callable[[], bool]:
-        """Called after each packet: whether to stop reading; a file's waits for the analysis."""
+    def _gate(self, connection: Connection, done: Pass | None) -> Callable[[], bool]:
+        """Called after each packet: whether to stop reading; a file's waits for the analysis
+        (unless a frame waits for it)."""
         link = connection.link
         first = [True]
 
@@ -110,11 +199,13 @@ class MainStream:
                 self.reconnect.frame()
             if self.config.network:
                 return self._ended()
-            if self._stop.is_set() or link is None or link.offset is None:
+            if self._stop.is_set() or link is None or link.offset is None or done is None:
                 return self._stop.is_set()
             t = (link.last_dts + link.offset) * link.seconds
             with self._cond:
-                while t > self.analysed_s + LEAD_S and not self._finished and not self._stop.is_set():
+                self.passes.read(done, link.start_s, t)
+                while t > self.analysed_s + LEAD_S and not (self.passes.awaited() or self._finished
+                                                            or self._stop.is_set()):
                     self._cond.wait(0.5)
                 return self._stop.is_set() or (self._finished and t > self.analysed_s + LEAD_S)
         return stop
@@ -144,6 +235,17 @@ class RecordingFeed:
     def tap(self) -> PacketTap | None:
         """What the camera's own connections hand their packets to."""
         return self.recording if self.main is None else None
+
+    @property
+    def place(self) -> Callable[[int, float], float | None] | None:
+        """How a file's sub-stream frames are matched to its main stream, pass by pass
+        (`MainStream.place`); None: by time (a live camera's by arrival, on one clock)."""
+        return self.main.place if self.main is not None and not self.network else None
+
+    def recorded(self) -> bool:
+        """Whether a main stream read apart is still being recorded (not given up, not
+        failed): its camera does not give up on a dead sub-stream meanwhile."""
+        return self.main is not None and self.main.recording
 
     def analysed(self, t: float | None) -> None:
         if self.main is not None:

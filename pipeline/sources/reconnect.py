@@ -80,6 +80,6 @@ class Reconnect:
         the give-up time."""
         delay = min(min(self._backoff, self.config.max_s) * self.jitter(), self.config.max_s)
         self._backoff = min(self._backoff * 2, self.config.max_s)
-        if self.config.give_up_s:
+        if self.config.give_up_s and not self.gave_up():  # (past it: a camera that goes on retrying, its recording on)
             delay = min(delay, max(0.05, self.config.give_up_s - self.down_for()))
         return delay

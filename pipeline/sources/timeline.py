@@ -4,7 +4,9 @@ frame is due.
 - Files keep their own timestamps. Timestamps that do not increase (all 0 in some HEVC,
   MP4 and WebM files, or missing) are replaced by the frame rate's steps, said once.
 - A looped file continues one frame after the previous pass, so time keeps increasing
-  (its first pass keeps the file's own timestamps, as a file read once does).
+  (its first pass keeps the file's own timestamps, as a file read once does). Each pass's
+  first time is kept (`pass_first`, `passes`): a sub-stream's frame is matched to its main
+  stream by its time after it.
 - A network camera gets a continuous 1/90000 timeline across reconnects: a camera that
   restarts its clock (or has none) never rewinds the output video. A camera's clock that
   steps back within a connection is bridged by one frame interval (as measured on the
@@ -40,19 +42,27 @@ class Timeline:
         self._paced_origin: int | None = None
         self._stepping = False                 # timestamps replaced by frame-rate steps
         self._shown = (0, 0)                   # a live connection's first pts and frames after it: its interval
+        self.passes = 0                        # connections begun (a file's passes)
+        self.pass_first: int | None = None     # the first pts this connection handed out
 
     def new_connection(self) -> None:
         """A (re)connection or a new pass over a file begins."""
         self._connection_base = None
         self._pass_base = None
+        self.passes += 1
+        self.pass_first = None
 
     def time_base(self, stream_time_base: Fraction) -> Fraction:
         return LIVE_TIME_BASE if self.network else stream_time_base
 
     def pts(self, raw: int | None, time_base: Fraction, rate: Fraction) -> int:
         """The frame's presentation time in `self.time_base(time_base)` units."""
-        if self.network:
-            return self._live(raw, time_base)
+        pts = self._live(raw, time_base) if self.network else self._file(raw, time_base, rate)
+        if self.pass_first is None:
+            self.pass_first = pts
+        return pts
+
+    def _file(self, raw: int | None, time_base: Fraction, rate: Fraction) -> int:
         step = max(1, round(1 / (rate * time_base)))
         if self.loop and raw is not None:
             if self._pass_base is None:  # the first pass keeps the file's timestamps, as its recording does
