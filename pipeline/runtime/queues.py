@@ -3,8 +3,10 @@
 `block` makes the producer wait (files: nothing is lost). `drop_oldest` never blocks the
 producer: the oldest waiting frame is discarded and counted, so a live camera's latency
 stays flat when the pipeline is slower than the camera (GStreamer's `leaky=downstream`).
-End-of-stream markers are never dropped. The per-camera lanes in front of the detector
-are in `ingress`.
+End-of-stream markers are never dropped, and never displace a frame: a full
+`drop_oldest` queue takes its end after its last frame (one over its size), so a live
+camera that stops keeps the frame it read last. The per-camera lanes in front of the
+detector are in `ingress`.
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ class BoundedQueue(Generic[T]):
         """Append `item`, waiting for room (or dropping, per policy). `force` appends at once
         even when full: for producers that bound their own count and must never wait
         (engine completion callbacks, bounded by the engine's in-flight credits)."""
+        force = force or (self.policy == "drop_oldest" and isinstance(item, EndOfStream))
         with self._cond:
             while len(self._items) >= self.size and not self._closed and not force:
                 if self.policy == "drop_oldest" and self._drop_one():

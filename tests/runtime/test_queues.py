@@ -31,6 +31,16 @@ def test_drop_oldest_keeps_end_of_stream_markers():
     assert isinstance(items[0], EndOfStream) and items[1].seq == 1
 
 
+def test_an_end_of_stream_never_displaces_the_last_frame_of_a_full_drop_oldest_queue():
+    """A live camera that stops (max_frames, a signal, its file's end) while its lane holds
+    the frame it read last: that frame is still processed, the end comes after it."""
+    q = BoundedQueue("q", 1, "drop_oldest")
+    q.put(frame("a", 29))
+    q.put(EndOfStream("a"))
+    last, end = q.get(0), q.get(0)
+    assert last.seq == 29 and isinstance(end, EndOfStream) and q.dropped == 0
+
+
 def test_block_policy_waits_for_room_and_loses_nothing():
     q = BoundedQueue("q", 2, "block")
     got = []

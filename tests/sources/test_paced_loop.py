@@ -48,14 +48,19 @@ def test_a_paced_looped_files_loops_continue_its_recording_and_rows_seamlessly(t
                                                                                 sub_stream):
     main, sub = clips(tmp_path, ext)
     out, snap, rows = paced_loop(tmp_path, write_config, main, sub if sub_stream else None)
-    assert len(rows) == PASSES * FRAMES
+    # every frame read has its row, but for the frames a live lane dropped, counted (its
+    # detector more than a frame interval late: a machine loaded many times over)
+    late = snap.cameras["cam"].dropped
+    assert set(late) <= {"queue_full"} and len(rows) + sum(late.values()) == PASSES * FRAMES
+    assert rows[-1]["seq"] == PASSES * FRAMES - 1  # never the last one: the camera's end comes after it
     (recorded,) = segments(out, "cam")
     assert [r["recording"] for r in rows] == [os.path.relpath(recorded, out)] * len(rows)  # none null
     row_times = [r["recording_time"] for r in rows]
-    assert row_times == pytest.approx([row_times[0] + i / FPS for i in range(len(rows))], abs=1e-6)
-    # the recording holds every picture the rows span, a frame apart across each loop (no
+    first = row_times[0] - rows[0]["seq"] / FPS
+    assert row_times == pytest.approx([first + r["seq"] / FPS for r in rows], abs=1e-6)
+    # the recording holds every picture of the passes, a frame apart across each loop (no
     # jump, nothing lost), and each row's time is one of its pictures
-    shown = [round(float(t), 6) for t in times(recorded) if row_times[0] - 1e-6 <= t <= row_times[-1] + 1e-6]
-    assert shown == pytest.approx(row_times, abs=1e-6)
+    shown = [round(float(t), 6) for t in times(recorded) if first - 1e-6 <= t <= row_times[-1] + 1e-6]
+    assert shown == pytest.approx([first + i / FPS for i in range(PASSES * FRAMES)], abs=1e-6)
     stats = snap.cameras["cam"].recording
     assert (stats.gaps, stats.stalls, stats.dropped) == (0, 0, 0)
