@@ -9,10 +9,12 @@ those before it, kept open for what still belongs in them.
   starts the new file; the leading pictures are in the previous file only). At a
   connection's first keyframe there is no GOP before: its leading pictures decode
   nowhere and are left out.
-- **Late audio**: audio the demuxer delivers after video of a later time (a file
-  interleaved in long chunks, a stream whose audio comes over RTP behind its video) goes
-  into the file of its time while that file is open: a file stays open after its cut
-  until audio past its end has come, or for `LATE_S` of video after the cut. Audio later
+- **Audio apart from its video**: audio the demuxer delivers after video of a later time
+  (a file interleaved in long chunks, a stream whose audio comes over RTP behind its
+  video) goes into the file of its time while that file is open: a file stays open after
+  its cut until audio past its end has come, or for `LATE_S` of video after the cut.
+  Audio delivered before the video of its time waits for it (up to `LATE_S`): the file
+  of its time may not be open yet. Audio later
   than that is left out and counted (audio before the recording's first picture is not
   recorded either: there is no file of its time).
 - **A file the disk could not take all of** (a full disk; the muxer may not say so) is
@@ -23,7 +25,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections import deque
 from dataclasses import dataclass
+from typing import Callable
 
 from pipeline.recording.file import SegmentFile
 from pipeline.recording.mp4 import cut_to_whole_fragments, last_picture_s, whole_fragments_end
@@ -100,9 +104,11 @@ class Closing:
 class Handover:
     """Where each packet the writer takes goes: the current file, or one before it still
     closing (see the module's docstring). `late_audio` counts the audio packets that came
-    after their file was closed."""
+    after their file was closed (`on_late` is told of each); `on_audio(size)` hears of each
+    audio packet written."""
 
-    def __init__(self):
+    def __init__(self, on_audio: Callable[[int], None], on_late: Callable[[], None]):
+        self.on_audio, self.on_late = on_audio, on_late
         self.current: OpenSegment | None = None
         self.closing: list[Closing] = []  # oldest first
         self.late_audio = 0
@@ -112,6 +118,8 @@ class Handover:
         self._link: Link | None = None  # the connection of the latest picture
         self._joined: int | None = None  # its first keyframe's pts, while pictures may still show before it
         self._closed: tuple[OpenSegment, Link] | None = None  # the connection's first file closed after a cut
+        self._ahead: deque[tuple[float, Link, object]] = deque()  # audio come before the video of its time
+        self._video_s = -math.inf  # the latest picture's decode time written (timeline seconds)
 
     @property
     def late_note(self) -> str:
@@ -158,25 +166,37 @@ class Handover:
         self.current.video(packet, link, pts, dts, key)
         self._fragment = packet.size + (0 if key else self._fragment)
         self.largest_fragment = max(self.largest_fragment, self._fragment)
+        self._video_s = max(self._video_s, dts * link.seconds)
+        while self._ahead and self._ahead[0][0] <= self._video_s:  # the video has caught up with it
+            self._place(*self._ahead.popleft()[1:])
         for closing in list(self.closing):
             if closing.done or (pts - closing.key[1]) * link.seconds > LATE_S:
                 self._close(closing)
 
-    def audio(self, link: Link, packet) -> bool:
-        """An audio packet into the file of its time, where that is open (whether it was written)."""
+    def audio(self, link: Link, packet) -> None:
+        """An audio packet, into the file of its time: held while it is ahead of the video
+        (its file may not be open yet), up to `LATE_S`."""
+        t = float((packet.dts + link.audio_offset) * link.audio.time_base)
+        if self.current is not None and self._video_s < t <= self._video_s + LATE_S:
+            self._ahead.append((t, link, packet))
+        else:
+            self._place(link, packet)
+
+    def _place(self, link: Link, packet) -> None:
         opened = [c.open for c in self.closing] + ([self.current] if self.current else [])
         at = next((i for i in range(len(opened) - 1, -1, -1) if opened[i].audio_dts(packet, link) >= 0), None)
         if at is None:
             first = self._closed
             if first is not None and first[1] is link and first[0].audio_dts(packet, link) >= 0:
                 self.late_audio += 1  # its file was closed already
-            return False
-        written = opened[at].audio(packet, link)
+                self.on_late()
+            return
+        if opened[at].audio(packet, link):
+            self.on_audio(packet.size)
         for closing in self.closing[:at]:
             closing.heard = True  # the sound has gone past its end
             if closing.done:
                 self._close(closing)
-        return written
 
     def _close(self, closing: Closing) -> None:
         self.closing.remove(closing)
@@ -191,6 +211,8 @@ class Handover:
     def close(self) -> None:
         """Finish every file (the recording ended or failed), each as far as its disk took it."""
         try:
+            while self._ahead:  # the sound after the last picture
+                self._place(*self._ahead.popleft()[1:])
             self.close_all_but_current()
         finally:
             if self.current is not None:

@@ -212,7 +212,7 @@ class RecordingWriter:
         self.connected = False
         self.written_s = -math.inf  # the latest picture written, on the timeline
         self._queue = recording._queue
-        self.files = Handover()
+        self.files = Handover(on_audio=self._count, on_late=self._late)
         self._closing = threading.Event()
         self._rate: deque[tuple[float, int]] = deque(maxlen=10)
         self._thread = threading.Thread(target=self._run, name=f"record-{recording.camera}", daemon=True)
@@ -257,7 +257,8 @@ class RecordingWriter:
 
     def _write(self, packet, link: Link, pts: int, dts: int, segment: Segment | None) -> None:
         if segment is AUDIO:
-            self._write_audio(packet, link)
+            if packet.pts is not None and packet.dts is not None:
+                self.files.audio(link, packet)
             return
         key = packet.is_keyframe
         if self.recording.on_video is not None:
@@ -273,16 +274,10 @@ class RecordingWriter:
             self.written_s = pts * link.seconds
         self._count(packet.size)
 
-    def _write_audio(self, packet, link: Link) -> None:
-        if packet.pts is None or packet.dts is None:
-            return
-        late = self.files.late_audio
-        if self.files.audio(link, packet):
-            self._count(packet.size)
-        elif self.files.late_audio > late:
-            self.stats.audio = "copied" + self.files.late_note
-            say_once(self.recording._said, self.recording.camera,
-                     f"audio delivered more than {LATE_S:g} s of video after its segment's cut is left out (counted)")
+    def _late(self) -> None:
+        self.stats.audio = "copied" + self.files.late_note
+        say_once(self.recording._said, self.recording.camera,
+                 f"audio delivered more than {LATE_S:g} s of video after its segment's cut is left out (counted)")
 
     def _open(self, segment: Segment, link: Link) -> OpenSegment:
         audio = link.audio

@@ -97,8 +97,10 @@ def first_picture_s(path: str) -> float:
         return min(float(p.dts * p.time_base) for p in c.demux(video=0) if p.size)
 
 
-@pytest.mark.parametrize("lag_s, frames, segment_s", [(1.5, 60, 1), (0.4, 45, 1), (3.0, 80, 2)])
-def test_audio_delivered_after_later_video_goes_into_the_segment_of_its_time(tmp_path, lag_s, frames, segment_s):
+@pytest.mark.parametrize("lag_s, frames, segment_s", [(1.5, 60, 1), (0.4, 45, 1), (3.0, 80, 2), (-1.5, 60, 1),
+                                                       (-0.3, 45, 1)])
+def test_audio_delivered_apart_from_its_video_goes_into_the_segment_of_its_time(tmp_path, lag_s, frames, segment_s):
+    """After the video of a later time (`lag_s` > 0) or before the video of its time (< 0)."""
     video = clip(tmp_path, "v.mp4", frames=frames, bf="0")
     source = late_audio(video, str(tmp_path / "late.mkv"), lag_s, frames / 10)
     rec, _ = recorded_as_rows_see_it(tmp_path, source, segment_s)
@@ -108,10 +110,12 @@ def test_audio_delivered_after_later_video_goes_into_the_segment_of_its_time(tmp
         start = first_picture_s(source)
         expected = sum(1 for p in c.demux(audio=0) if p.size and p.dts * p.time_base >= start)
     assert audio_in(recorded) == expected and rec.stats.audio == "copied"
-    for path in recorded:  # each file's sound starts with its pictures
+    for path in recorded:  # each file's sound starts and ends with its pictures
         with av.open(path) as c:
             sound = [float(p.pts * p.time_base) for p in c.demux(audio=0) if p.size]
-        assert sound and 0 <= sound[0] < 0.2, (path, sound[:3])
+        with av.open(path) as c:
+            shown = [float(p.pts * p.time_base) for p in c.demux(video=0) if p.size]
+        assert sound and 0 <= sound[0] < 0.2 and sound[-1] < max(shown) + 0.2, (path, sound[:2], sound[-2:], shown[-1:])
 
 
 def test_audio_later_than_the_previous_file_waits_for_is_counted_and_said_once(tmp_path, caplog):
