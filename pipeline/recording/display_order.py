@@ -11,13 +11,17 @@ frames behind (how many packets the decoder took in before its first picture: at
 its reorder depth), so every picture shows at or after its decode time and the file plays
 in the order the camera filmed it.
 
-A packet whose picture never comes (it failed to decode; a connection that is only
-demuxed) goes on, in decode order, once `WAIT` packets are behind it, or when the
-connection ends.
+A connection that is only demuxed (a main stream recorded beside an analysed
+sub-stream) has no decoder to ask: the recording decodes such a stream itself
+(`decoder`), only where it has no timestamps. A packet whose picture never comes (it
+failed to decode) goes on, in decode order, once `WAIT` packets are behind it, or when
+the connection ends.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import av
 
 WAIT = 64  # packets held at most for their pictures (a decoder's delay is a few: reorder depth and threads)
 
@@ -48,6 +52,13 @@ class DisplayOrder:
         for i, entry in enumerate(self.waiting[:max(0, shown - seen)]):  # their pictures were shown already
             entry.pts = origin + (seen + i) * step
         self._by_placeholder: dict[int, Waiting] = {}
+        self.decoder = None  # a decoder of its own (its connection only demuxes)
+
+    def decode_alone(self, video) -> None:
+        """Its connection decodes nothing: pictures come from a decoder of its own for `video`."""
+        self.decoder = av.CodecContext.create(video.codec_context.name, "r")
+        if video.codec_context.extradata:
+            self.decoder.extradata = video.codec_context.extradata
 
     def add(self, packet) -> list[tuple[object, int, int]]:
         """A packet before it is decoded: it gets its placeholder and waits."""
@@ -56,7 +67,17 @@ class DisplayOrder:
         self._by_placeholder[entry.placeholder] = entry
         self.waiting.append(entry)
         self.fed += 1
-        return self._release(force=len(self.waiting) > WAIT)
+        return self._own(packet) + self._release(force=len(self.waiting) > WAIT)
+
+    def _own(self, packet) -> list[tuple[object, int, int]]:
+        """The pictures its own decoder shows for `packet` (None: at the end), each timed."""
+        if self.decoder is None:
+            return []
+        try:
+            frames = self.decoder.decode(packet)
+        except (av.error.FFmpegError, ValueError):
+            return []  # its packets go on once WAIT more came
+        return [ready for frame in frames for ready in self.picture(frame.pts)[1]]
 
     def picture(self, placeholder: int | None) -> tuple[int, list[tuple[object, int, int]]]:
         """A picture the decoder shows: its time, and the packets that can go on now."""
@@ -72,7 +93,7 @@ class DisplayOrder:
 
     def end(self) -> list[tuple[object, int, int]]:
         """The connection ended: every packet still waiting goes on."""
-        out = []
+        out = self._own(None)
         while self.waiting:
             out += self._release(force=True)
         return out

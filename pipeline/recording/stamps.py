@@ -34,6 +34,7 @@ class Stamps:
         self.pictures = 0  # shown by the connection's decoder
         self.shift = 0  # added to the camera's timestamps since its clock stepped back
         self.clock: SteppedClock | None = None  # its timestamps since then
+        self.alone = None  # its stream, where its connection only demuxes
         self.reorder = 0  # the most a picture lay before one decoded earlier (its B-frames), up to REORDER frames
         self.news = NO_TIMESTAMPS if untimed else ""  # what the log should say once (where timestamps were made)
         self.held: list = []  # packets with a pts and no dts yet
@@ -54,7 +55,7 @@ class Stamps:
         """The (packet, pts, dts) ready to go on, for a packet whose timestamps are
         missing, do not increase or step back (those held before it included, in order)."""
         if self.order is not None:
-            return self.order.add(packet)
+            return self._went(self.order.add(packet))
         pts, dts = packet.pts, packet.dts
         if (dts is None and pts is None and (self.held or self.packets)) or (
                 self.clock is None and dts is not None and dts == self.last_dts == self.max_pts and pts in (None, dts)):
@@ -127,7 +128,16 @@ class Stamps:
         self.order = DisplayOrder(self.interval, origin, self.packets, self.pictures, self.last_dts, self.held)
         self.news = NO_TIMESTAMPS
         self.held = []
-        return self.order.add(packet)
+        if self.alone is not None:
+            self.order.decode_alone(self.alone)
+        return self._went(self.order.add(packet))
+
+    def decode_alone(self, video) -> None:
+        """Its connection only demuxes: a stream without timestamps is put in display order
+        by a decoder of the recording's own (`video`: its stream)."""
+        self.alone = video
+        if self.order is not None:
+            self.order.decode_alone(video)
 
     def picture(self, frame) -> list[tuple[object, int, int]]:
         """A picture the connection's decoder shows: timed in display order where the

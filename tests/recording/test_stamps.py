@@ -98,3 +98,22 @@ def test_a_camera_that_reconnects_before_anything_was_recorded_has_no_gap(tmp_pa
     connection.close()
     rec.close()
     assert rec.stats.gaps == 0 and rec.stats.packets == 10
+
+
+def test_a_main_stream_without_timestamps_beside_a_sub_stream_is_recorded_in_display_order(tmp_path, write_config):
+    """The main stream is only demuxed (the analysis reads the sub-stream): the recording
+    puts its pictures in display order with a decoder of its own."""
+    codec, fps, frames, options, fmt, _ = KINDS["raw h264, B-pyramid"]
+    source = made(tmp_path, codec, fps, frames, **options)
+    uri = restamped(source, str(tmp_path / "main.h264"), fmt, lambda p: (None, None))
+    sub = str(tmp_path / "sub.mp4")
+    render([Mover(picture("chelsea", 20), (0, 5), (75, 25))], sub, frames=frames, size=(96, 48), fps=fps)
+    out = str(tmp_path / "out")
+    run_pipeline({"sources": [{"id": "cam", "uri": uri, "detect_uri": sub}], "models": {"det": null_detector(tmp_path)},
+                  "graph": [{"detect": {"model": "det"}}],
+                  "outputs": {"video": {"enabled": False}, "jsonl": {"filename": "{camera}.jsonl"},
+                              "record": {"enabled": True}}}, write_config, out)
+    (recorded,) = segments(out, "cam")
+    shown = times(recorded)
+    assert len(shown) == frames and all(b - a == Fraction(1, fps) for a, b in zip(shown, shown[1:]))
+    assert all(np.array_equal(a, b) for a, b in zip(pictures(recorded), pictures(source)))
