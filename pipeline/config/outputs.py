@@ -5,7 +5,7 @@ import os
 import re
 import string
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from pipeline.config.limits import CLIP_S, EVENTS_BUFFERED, FRAMES_QUEUED, at_most, machine
 from pipeline.config.schema import (INVALID, Reader, describe_value, non_negative, option, positive, read_path,
@@ -292,11 +292,18 @@ class StoreConfig:
                                     doc="tracks and events older than this leave the store")
     counts_max_days: float | None = option(None, check=positive, shown="keep all",
                                            doc="per-minute counts older than this leave the store")
+    recordings_kept: Literal["all", "motion", "active_objects"] = option(
+        "all", doc="recording segments older than `recordings_days`: all kept, or only those with motion (`motion`) "
+                   "or with objects (`active_objects`), as their activity in the store says (Frigate's retain modes)")
+    recordings_days: float | None = option(None, check=positive, shown="off",
+                                           doc="the age (days) after which `recordings_kept` applies")
 
     def finish(self, r: Reader, path: str) -> None:
         if self.max_days is not None and self.counts_max_days is not None and self.counts_max_days < self.max_days:
             r.problem(f"{path}.counts_max_days", f"must be at least max_days ({self.max_days:g}): "
                       "counts are kept longest")
+        if self.recordings_kept != "all" and self.recordings_days is None:
+            r.problem(f"{path}.recordings_days", f"required with recordings_kept: {self.recordings_kept}")
 
 
 def read_store(r: Reader, raw: Any, where: str) -> StoreConfig | Any:

@@ -169,6 +169,19 @@ class Backend:
             self._rollback()
             raise
 
+    def idle_segments(self, cameras: list[str], ended_before: float, activity: str) -> list[str]:
+        """The recording segments of `cameras` that ended before `ended_before` without any
+        `activity` ("motion_s" or "objects_s"), each camera's newest left out."""
+        assert activity in ("motion_s", "objects_s")  # a column of ours, never the user's text
+        marks = ", ".join("?" * len(cameras))
+        cur = self.conn.cursor()
+        cur.execute(self._sql(f'SELECT path FROM segments s WHERE camera IN ({marks}) AND "end" < ? AND {activity} = 0'
+                              " AND start < (SELECT max(start) FROM segments n WHERE n.camera = s.camera)"
+                              " ORDER BY start"), (*cameras, ended_before))
+        paths = [row[0] for row in cur.fetchall()]
+        self.conn.commit()
+        return paths
+
     def alive(self) -> bool:
         """Whether the connection can still be used (a PostgreSQL server that went away
         breaks it: the writer connects again)."""

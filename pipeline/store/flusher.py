@@ -89,6 +89,15 @@ class Flusher:
         except Exception as e:
             log.error("store: %d removed file(s) could not be forgotten: %s", len(paths), one_line(e))
 
+    def idle_segments(self, cameras: list[str], ended_before: float, activity: str) -> list[str]:
+        try:
+            if self.backend is None:
+                self.backend = self.connect()
+            return self.backend.idle_segments(cameras, ended_before, activity)
+        except Exception as e:
+            log.error("store: the recordings without %s could not be looked up: %s", activity, one_line(e))
+            return []
+
     def age_out(self, rows_before: float | None, counts_before: float | None) -> None:
         try:
             if self.backend is not None:

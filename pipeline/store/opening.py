@@ -16,7 +16,7 @@ from pipeline.config.outputs import OutputsConfig
 from pipeline.store.backend import Backend, Damaged, open_postgres, open_sqlite
 from pipeline.store.flusher import OnLost
 from pipeline.store.rebuild import rebuild
-from pipeline.store.writer import StoreWriter
+from pipeline.store.writer import Budget, StoreWriter
 
 log = logging.getLogger("pipeline.store")
 
@@ -53,15 +53,19 @@ def open_store(out: OutputsConfig) -> Backend:
     return backend
 
 
+def seconds(days: float | None) -> float | None:
+    return None if days is None else days * DAY_S
+
+
 def store_writer(out: OutputsConfig, on_lost: OnLost, config: str | None = None) -> StoreWriter | None:
     """The run's writer of the configured store, the store opened and the run entered
     (None: the store is off); `StoreError` where the store cannot be opened."""
     store = out.store
     if not store.enabled:
         return None
-    keep = (None if store.max_days is None else store.max_days * DAY_S,
-            None if store.counts_max_days is None else store.counts_max_days * DAY_S)
+    activity = {"all": None, "motion": "motion_s", "active_objects": "objects_s"}[store.recordings_kept]
+    budget = Budget(seconds(store.max_days), seconds(store.counts_max_days), activity, seconds(store.recordings_days))
     writer = StoreWriter(lambda: open_store(out), out.dir, on_lost, store.queue, store.flush_s, store.buffer_s,
-                         config, keep)
+                         config, budget)
     writer.open()
     return writer

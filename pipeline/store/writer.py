@@ -9,17 +9,22 @@ database refuses are tried again for `buffer_s`, then counted lost. Retention's 
 (`forget`) and a camera's end travel through the same queue, in order with the frames,
 and are never dropped (they wait for room instead); a removal returns once no row names
 the files. Once a minute tracks and events older than `max_days`, and counts older than
-`counts_max_days`, leave the store.
+`counts_max_days`, leave the store; with `recordings_kept: motion` (or `active_objects`)
+the run's cameras' recording segments older than `recordings_days` that had no motion
+(no objects) are removed and forgotten, each camera's newest kept (Frigate's retain
+modes, from the segments' activity).
 """
 from __future__ import annotations
 
 import logging
 import math
+import os
 import queue
 import socket
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Callable
 
 from pipeline.errors import one_line
@@ -32,22 +37,56 @@ from pipeline.store.tables import StoreError
 log = logging.getLogger("pipeline.store")
 
 CONTROL_WAIT_S = 5.0  # a removal or a camera's end waits this long for room in a full queue
-AGE_EVERY_S = 60.0  # how often rows past their budget are removed
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long the store keeps what (None: for ever): tracks and events (`rows_s`), counts
+    (`counts_s`); recording segments older than `idle_s` only where they had `activity`
+    ("motion_s" or "objects_s"; None: all kept). Applied every `every_s`."""
+
+    rows_s: float | None = None
+    counts_s: float | None = None
+    activity: str | None = None
+    idle_s: float | None = None
+    every_s: float = 60.0
+
+    def __bool__(self) -> bool:
+        return self.rows_s is not None or self.counts_s is not None or self.activity is not None
+
+
+def remove_idle(flusher: Flusher, root: str, cameras: list[str], activity: str, ended_before: float) -> list[str]:
+    """Remove the cameras' recording segments that ended before `ended_before` without
+    `activity` (each camera's newest kept), the store forgetting them; the paths removed."""
+    removed = []
+    for relative in flusher.idle_segments(cameras, ended_before, activity):
+        try:
+            os.remove(os.path.join(root, relative))
+        except FileNotFoundError:
+            pass  # gone already: forgotten all the same
+        except OSError as e:
+            log.warning("store: cannot remove %s: %s", relative, e.strerror or e)
+            continue
+        removed.append(relative)
+    if removed:
+        flusher.forget(removed)
+        log.info("store: removed %d recording segment(s) without %s", len(removed), activity.removesuffix("_s"))
+    return removed
 
 
 class StoreWriter:
-    """`connect` opens the store (again, after a failure); `root` is `outputs.dir`; `keep_s`:
-    how long (tracks and events, counts) stay (None: for ever)."""
+    """`connect` opens the store (again, after a failure); `root` is `outputs.dir`."""
 
     def __init__(self, connect: Callable[[], Backend], root: str, on_lost: OnLost, queue_size: int = 10000,
                  flush_s: float = 0.5, buffer_s: float = 30.0, config_path: str | None = None,
-                 keep_s: tuple[float | None, float | None] = (None, None)):
+                 budget: Budget = Budget()):
         self.flusher = Flusher(connect, on_lost, buffer_s)
         self.on_lost = on_lost
         self.root = root
         self.flush_s = flush_s
         self.config_path = config_path
-        self.keep_s = keep_s
+        self.budget = budget
+        self.cameras: set[str] = set()  # the cameras this run wrote: the only ones whose recordings it removes
         self.runlog = RunLog(root)
         self.queue: queue.Queue = queue.Queue(queue_size)
         self.rows: RowBuilder | None = None
@@ -145,6 +184,7 @@ class StoreWriter:
                 return  # no frame of the camera had a time yet
             if (cam, origin) not in self._logged:
                 self._logged.add((cam, origin))
+                self.cameras.add(cam)
                 self.runlog.origin(self.key, cam, origin)
             self.rows.add(record, origin)
         elif item[0] == "end":
@@ -155,8 +195,12 @@ class StoreWriter:
             item[2].set()
 
     def _age(self) -> None:
-        rows_s, counts_s = self.keep_s
-        if (rows_s is None and counts_s is None) or time.monotonic() - self._aged < AGE_EVERY_S:
+        b = self.budget
+        if not b or time.monotonic() - self._aged < b.every_s:
             return
         self._aged, now = time.monotonic(), time.time()
-        self.flusher.age_out(None if rows_s is None else now - rows_s, None if counts_s is None else now - counts_s)
+        if b.rows_s is not None or b.counts_s is not None:
+            self.flusher.age_out(None if b.rows_s is None else now - b.rows_s,
+                                 None if b.counts_s is None else now - b.counts_s)
+        if b.activity is not None and b.idle_s is not None and self.cameras:
+            remove_idle(self.flusher, self.root, sorted(self.cameras), b.activity, now - b.idle_s)

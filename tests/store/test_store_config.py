@@ -32,5 +32,11 @@ def test_mistakes_name_their_yaml_path_and_never_show_a_password(write_config, m
     assert "outputs.store.queue:" in text and "outputs.store.colour: unknown key" in text
     assert "outputs.store.counts_max_days: must be at least max_days (30)" in text
     with pytest.raises(ConfigError) as e:
+        config(write_config, model_path, sample_path, {"recordings_kept": "motion"})
+    assert e.value.problems == ["outputs.store.recordings_days: required with recordings_kept: motion"]
+    with pytest.raises(ConfigError) as e:
+        config(write_config, model_path, sample_path, {"recordings_kept": "objects", "recordings_days": 7})
+    assert e.value.problems[0].startswith("outputs.store.recordings_kept: must be one of all, motion, active_objects")
+    with pytest.raises(ConfigError) as e:
         config(write_config, model_path, sample_path, 3)
     assert e.value.problems[0].startswith("outputs.store:")

@@ -169,3 +169,27 @@ def test_a_sigkilled_writer_leaves_a_store_that_opens_and_passes_its_integrity_c
     assert backend.conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     assert backend.conn.execute("SELECT count(*) FROM tracks").fetchone()[0] > 200
     assert backend.begin_run(1.0, None, None) == 2
+
+
+def test_recordings_past_their_age_are_kept_only_where_they_had_motion(tmp_path):
+    """Frigate's `motion` retain mode, from the segments' activity: the idle old segment
+    goes (file and row), the one with motion and each camera's newest stay."""
+    from pipeline.store.writer import Budget
+
+    names = ["gate.rec.1.mp4", "gate.rec.2.mp4", "gate.rec.3.mp4", "yard.rec.1.mp4"]
+    for name in names:
+        (tmp_path / name).write_bytes(b"\0" * 100)
+    lost: Counter = Counter()
+    w = writer(tmp_path, lost, flush_s=0.05, budget=Budget(activity="motion_s", idle_s=0.5, every_s=0.1))
+    w.start()
+    w.offer(frame("gate", 0, recording=names[0], recording_time=0.0))
+    w.offer(frame("gate", 1, recording=names[0], recording_time=0.1))  # no motion
+    w.offer(frame("gate", 2, recording=names[1], recording_time=0.0, motion=True))
+    w.offer(frame("gate", 3, recording=names[2], recording_time=0.0))  # the newest: kept, idle or not
+    w.offer(frame("yard", 0, recording=names[3], recording_time=0.0))  # the camera's only one
+    wait_for(lambda: not (tmp_path / names[0]).exists())
+    w.close()
+    assert sorted(p.name for p in tmp_path.glob("*.mp4")) == names[1:]
+    db = sqlite3.connect(tmp_path / "store.db")
+    assert [p for p, in db.execute("SELECT path FROM segments ORDER BY path")] == names[1:]
+    assert not lost
