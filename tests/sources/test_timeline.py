@@ -126,6 +126,22 @@ def test_reconnect_backoff_doubles_resets_on_frames_and_gives_up_from_the_last_f
     assert rc.reconnects == 1 and rc.downtime_s == pytest.approx(13.0)  # the real time without frames
 
 
+def test_retries_past_give_up_keep_the_backoffs_pace():
+    """A camera that goes on retrying past `give_up_s` (a dead sub-stream while its main
+    stream is recorded) waits `max_s` between attempts, not the 0.05 s floor that keeps a
+    last attempt before the give-up."""
+    now = [0.0]
+    rc = Reconnect(ReconnectConfig(initial_s=0.5, max_s=2, give_up_s=3), clock=lambda: now[0], jitter=lambda: 1.0)
+    rc.frame()
+    rc.lost()
+    now[0] = 2.0
+    assert rc.next_delay() == pytest.approx(0.5) and rc.next_delay() == pytest.approx(1.0)  # up to the give-up
+    now[0] = 2.9
+    assert rc.next_delay() == pytest.approx(0.1)  # never past it
+    now[0] = 10.0
+    assert rc.gave_up() and [rc.next_delay() for _ in range(3)] == pytest.approx([2.0, 2.0, 2.0])
+
+
 @pytest.mark.parametrize("jitter", [0.8, 1.2])
 def test_a_reconnect_wait_never_exceeds_max_s_jitter_included(jitter):
     rc = Reconnect(ReconnectConfig(initial_s=1, max_s=8, give_up_s=0), jitter=lambda: jitter)
