@@ -70,8 +70,6 @@ class Recording:
         self._skipping = True  # until a keyframe: a connection's start, or after packets were dropped
         self._behind = False  # packets are being dropped: the writer fell behind
         self._hole: list[float] | None = None  # the stretch of the timeline not recorded, open until a keyframe
-        self._last_link: Link | None = None
-        self._after: tuple | None = None  # where the next connection continues
         self._link: Link | None = None  # the connection's, the latest
         self._said: set[str] = set()
         self.writer = RecordingWriter(self)
@@ -92,7 +90,7 @@ class Recording:
         self.writer.connected = False
         if self.origin is not None and not self._stopped:
             self.stats.state = "reconnecting"
-            end = self._last_link.end() if self._last_link is not None else None
+            end = self.plan.last_link.end() if self.plan.last_link is not None else None
             if end is not None and self._hole is None and self.plan.segments:
                 self._hole = [float(end[0]), math.inf]
                 self.plan.segments[-1].holes.append(self._hole)
@@ -128,14 +126,13 @@ class Recording:
                 self.stats.dropped += 1
             return
         if key and not link.describe(bytes(packet)):
-            say_once(self._said, self.camera, "its stream says no picture size and a keyframe did not show one: "
-                                              "waiting for a keyframe that does")
-            return
+            return  # (the link's news says so)
         if self._queue.full():
             self._drop(link, pts)
             return
         try:
-            segment = self._keyframe(link, pts, dts) if key else None
+            wall_s = None if self.origin is None else time.perf_counter() - self.origin
+            segment = self.plan.anchored(link, pts, dts, wall_s) if key else None
         except RecordingError as e:  # its container cannot hold the video: found before any row names the file
             return self.failed(e)
         if self._hole is not None:  # a gap in what was recorded: the recording goes on after it
@@ -171,16 +168,6 @@ class Recording:
             self._hole = [(pts + link.offset) * link.seconds, math.inf]
             self.plan.segments[-1].holes.append(self._hole)
             say_once(self._said, self.camera, "the writer fell behind: packets dropped up to the next keyframe")
-
-    def _keyframe(self, link: Link, pts: int, dts: int) -> Segment | None:
-        """The segment this keyframe starts (None: it goes on in the current one)."""
-        if link.offset is None:
-            if self._last_link is not None:
-                self._after = self._last_link.end() or self._after
-            link.anchor(pts, dts, *(self._after or (None, None)),
-                        wall_s=time.perf_counter() - self.origin if self.origin is not None else None)
-            self._last_link = link
-        return self.plan.keyframe(link, (pts + link.offset) * link.seconds, dts + link.offset)
 
     # -- the analysis' side ----------------------------------------------------------
     def spot(self, t: float | None) -> RecordingSpot | None:

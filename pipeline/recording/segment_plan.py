@@ -116,6 +116,8 @@ class Link(Stamps):
             if found is not None:
                 self._holders.append(found[1])
                 self._describe(found[0])
+            elif not self.news:  # said once
+                self.news = "its stream says no picture size and a keyframe did not show one: waiting for one that does"
         return self.described
 
     def anchor(self, pts: int, dts: int, after_pts_s: Fraction | None, after_dts_s: Fraction | None,
@@ -159,7 +161,20 @@ class SegmentPlan:
         self.clock = SegmentClock(segment_s, after)
         self.segments: list[Segment] = []  # replaced, never changed in place: `spot` reads it from other threads
         self.fragment_bytes = 0  # the largest fragment written so far (the writer keeps it)
+        self.last_link: Link | None = None  # the connection of the latest keyframe
+        self._after: tuple | None = None  # where the next connection continues
         self._media0: tuple[float, float] | None = None  # a file's (wall clock, media time) at its first keyframe
+
+    def anchored(self, link: Link, pts: int, dts: int, wall_s: float | None) -> Segment | None:
+        """The segment a keyframe starts (None: it goes on in the current one); at its
+        connection's first, the connection put on the timeline (`Link.anchor`; `wall_s`:
+        a live camera's time on its timeline now)."""
+        if link.offset is None:
+            if self.last_link is not None:
+                self._after = self.last_link.end() or self._after
+            link.anchor(pts, dts, *(self._after or (None, None)), wall_s=wall_s)
+            self.last_link = link
+        return self.keyframe(link, (pts + link.offset) * link.seconds, dts + link.offset)
 
     def keyframe(self, link: Link, t: float, base: int) -> Segment | None:
         """The segment a keyframe at `t` (timeline seconds; `base`: its dts on the timeline)
