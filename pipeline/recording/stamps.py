@@ -86,7 +86,9 @@ class Stamps:
     @property
     def interval(self) -> int:
         """The stream's frame interval as measured over the connection (its declared one
-        until two packets came)."""
+        until two packets came; the frame rate's where it is timed in display order)."""
+        if self.order is not None:
+            return self.order.step
         if self.packets < 2 or self.first_dts is None or self.last_dts is None or self.last_dts <= self.first_dts:
             return self.step
         return max(1, round((self.last_dts - self.first_dts) / (self.packets - 1)))

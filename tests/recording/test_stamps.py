@@ -117,3 +117,20 @@ def test_a_main_stream_without_timestamps_beside_a_sub_stream_is_recorded_in_dis
     shown = times(recorded)
     assert len(shown) == frames and all(b - a == Fraction(1, fps) for a, b in zip(shown, shown[1:]))
     assert all(np.array_equal(a, b) for a, b in zip(pictures(recorded), pictures(source)))
+
+
+@pytest.mark.parametrize("kind", ["mp4 of zeros, B-frames", "raw h264, B-pyramid"])
+def test_a_looped_file_without_timestamps_goes_on_one_frame_after_each_pass(tmp_path, write_config, kind):
+    codec, fps, frames, options, fmt, stamps = KINDS[kind]
+    source = made(tmp_path, codec, fps, frames, **options)
+    uri = restamped(source, str(tmp_path / f"cam.{fmt}"), fmt, lambda p: (0, 0) if stamps == "zero" else (None, None))
+    out = str(tmp_path / "out")
+    run_pipeline({"sources": [{"id": "cam", "uri": uri, "loop": True}], "models": {"det": null_detector(tmp_path)},
+                  "graph": [{"detect": {"model": "det"}}],
+                  "outputs": {"video": {"enabled": False}, "jsonl": {"filename": "{camera}.jsonl"},
+                              "record": {"enabled": True}}}, write_config, out, max_frames=3 * frames)
+    (recorded,) = segments(out, "cam")
+    shown = times(recorded)
+    assert len(shown) == 3 * frames and {b - a for a, b in zip(shown, shown[1:])} == {Fraction(1, fps)}
+    filmed = pictures(source)
+    assert all(np.array_equal(a, filmed[i % frames]) for i, a in enumerate(pictures(recorded)))
