@@ -114,7 +114,8 @@ def buffered_iou(a: np.ndarray, b: np.ndarray, grow: np.ndarray) -> np.ndarray:
 
 
 def _without(rows: np.ndarray, taken: np.ndarray) -> np.ndarray:
-    """`rows` less those at the positions `taken` (np.delete's result, at a third of its cost)."""
+    """`rows` less those at the positions `taken`: np.delete's result without its checks,
+    which cost more than the work on a few rows."""
     keep = np.ones(len(rows), bool)
     keep[taken] = False
     return rows[keep]
