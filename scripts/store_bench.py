@@ -307,7 +307,7 @@ def bench(args: argparse.Namespace, location: str) -> dict:
     store = Store.open(location)
     rows = {t: store.fetch(f"SELECT COUNT(*) FROM {t}", [])[0][0] for t in ("tracks", "events", "counts", "segments")}
     result = {"store": dialect.name, "tracks": args.tracks, "cameras": args.cameras, "days": args.days,
-              "rows": rows, "fill_s": round(filled, 1), "hourly_rollup": "schema" if hourly else
+              "rows": rows, "fill_s": round(filled, 1), "hourly_rollup": "present" if hourly else
               "made by --hourly" if args.hourly else "none", "queries": measure(store, args.runs)}
     store.close()
     if dialect is SQLITE:
