@@ -69,7 +69,8 @@ class ReconnectConfig:
     initial_s: float = option(0.5, check=positive, doc="first wait before reconnecting (doubles up to `max_s`)")
     max_s: float = option(8.0, check=positive, doc="longest wait between attempts")
     give_up_s: float = option(60.0, check=non_negative,
-                              doc="mark the camera failed after this long without a frame (0: never)")
+                              doc="mark the camera failed after this long without a frame (0: never; one analysed "
+                                  "on its sub-stream retries it for as long as its main stream is recorded)")
 
 
 @dataclass(kw_only=True)
