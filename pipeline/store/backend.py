@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections import Counter
 from typing import Any
 
 from pipeline.errors import one_line
@@ -42,6 +43,8 @@ TRACK_UPSERT = (f"INSERT INTO tracks ({_quoted(TRACK_COLUMNS)}) VALUES ({_marks(
 EVENT_INSERT = f"INSERT INTO events ({_quoted(EVENT_COLUMNS)}) VALUES ({_marks(len(EVENT_COLUMNS))})"
 COUNT_ADD = ("INSERT INTO counts (camera, minute, kind, name, class, direction, n) VALUES (?, ?, ?, ?, ?, ?, ?)"
              " ON CONFLICT (camera, minute, kind, name, class, direction) DO UPDATE SET n = counts.n + excluded.n")
+HOUR_ADD = ("INSERT INTO counts_hour (camera, hour, kind, name, class, direction, n) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (camera, hour, kind, name, class, direction) DO UPDATE SET n = counts_hour.n + excluded.n")
 SEGMENT_UPSERT = (f"INSERT INTO segments ({_quoted(SEGMENT_COLUMNS)}) VALUES ({_marks(len(SEGMENT_COLUMNS))})"
                   " ON CONFLICT (path) DO UPDATE SET "
                   + ", ".join(f'"{c}" = excluded."{c}"' for c in SEGMENT_COLUMNS if c != "path"))
@@ -56,6 +59,14 @@ FORGET = (
     "UPDATE events SET clip = NULL WHERE clip = ?",
     "UPDATE events SET recording = NULL, recording_time = NULL WHERE recording = ?",
 )
+
+
+def by_hour(counts: Counter) -> Counter:
+    """Per-minute counts summed per hour (`counts_hour`)."""
+    hours: Counter = Counter()
+    for (camera, minute, *rest), n in counts.items():
+        hours[(camera, minute // 3600 * 3600, *rest)] += n
+    return hours
 
 
 def open_sqlite(path: str) -> "Backend":
@@ -134,6 +145,7 @@ class Backend:
                 cur.executemany(self._sql(EVENT_INSERT), rows.events)
             if rows.counts:
                 cur.executemany(self._sql(COUNT_ADD), [key + (n,) for key, n in sorted(rows.counts.items())])
+                cur.executemany(self._sql(HOUR_ADD), [key + (n,) for key, n in sorted(by_hour(rows.counts).items())])
             if rows.segments:
                 cur.executemany(self._sql(SEGMENT_UPSERT), [s.values() for s in rows.segments])
             self.conn.commit()
@@ -164,6 +176,7 @@ class Backend:
                 cur.execute(self._sql("DELETE FROM events WHERE time < ?"), (rows_before,))
             if counts_before is not None:
                 cur.execute(self._sql("DELETE FROM counts WHERE minute < ?"), (int(counts_before // 60) * 60,))
+                cur.execute(self._sql("DELETE FROM counts_hour WHERE hour < ?"), (int(counts_before // 3600) * 3600,))
             self.conn.commit()
         except BaseException:
             self._rollback()

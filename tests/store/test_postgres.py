@@ -25,6 +25,7 @@ TABLES = {
               " recording_time FROM events ORDER BY 1, 2, 3, 4, 5, 7, 8",
     "segments": 'SELECT camera, path, start, "end", bytes, motion_s, objects_s FROM segments ORDER BY path',
     "counts": "SELECT * FROM counts ORDER BY 1, 2, 3, 4, 5, 6",
+    "counts_hour": "SELECT * FROM counts_hour ORDER BY 1, 2, 3, 4, 5, 6",
 }
 
 

@@ -49,6 +49,7 @@ def dump(path) -> dict:
         "segments": db.execute('SELECT camera, path, start, "end", bytes, motion_s, objects_s FROM segments'
                                " ORDER BY path").fetchall(),
         "counts": db.execute("SELECT * FROM counts ORDER BY 1, 2, 3, 4, 5, 6").fetchall(),
+        "counts_hour": db.execute("SELECT * FROM counts_hour ORDER BY 1, 2, 3, 4, 5, 6").fetchall(),
     }
 
 
@@ -90,6 +91,10 @@ def test_the_store_holds_what_the_json_lines_hold(one_run):
     crossings = Counter((c, line, d) for c, ev, _, line, _, d in events if ev == "cross")
     entries = Counter((c, zone, "enter") for c, ev, _, _, zone, _ in events if ev == "enter")
     assert counted == crossings + entries
+    hours = Counter()
+    for camera, minute, kind, name, cls, direction, n in rows["counts"]:
+        hours[(camera, minute // 3600 * 3600, kind, name, cls, direction)] += n
+    assert {r[:6]: r[6] for r in rows["counts_hour"]} == hours
     assert {s[1] for s in rows["segments"]} == {r["recording"] for r in lines if r.get("recording")}
     assert all(s[4] == os.path.getsize(out / s[1]) and s[6] > 0 for s in rows["segments"])
     assert any(t[12] is not None and os.path.exists(out / t[12]) for t in rows["tracks"])  # a snapshot

@@ -108,3 +108,16 @@ def test_a_store_another_process_holds_locked_is_an_error_not_damage(tmp_path, m
     assert not isinstance(e.value, Damaged) and f"{path}: the store cannot be opened" in e.value.problems[0]
     holder.execute("ROLLBACK")
     assert not list(tmp_path.glob("store.db.*"))  # nothing moved aside
+
+
+def test_a_version_1_store_gets_its_hourly_rollup_from_the_counts_it_holds(tmp_path, monkeypatch):
+    conn = sqlite3.connect(tmp_path / "store.db")
+    monkeypatch.setattr(schema, "MIGRATIONS", MIGRATIONS[:1])
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 1)
+    migrate(conn, SQLITE, "store.db")
+    conn.executemany("INSERT INTO counts VALUES ('gate', ?, 'line', 'door', 'car', 'in', ?)",
+                     [(7200, 2), (7260, 3), (10800, 4)])
+    conn.commit()
+    monkeypatch.undo()
+    assert migrate(conn, SQLITE, "store.db") == 1
+    assert conn.execute("SELECT hour, n FROM counts_hour ORDER BY hour").fetchall() == [(7200, 5), (10800, 4)]

@@ -139,6 +139,7 @@ def test_tracks_and_events_age_out_before_the_counts(tmp_path):
     assert db.execute("SELECT track FROM events").fetchall() == [(20,)]
     assert db.execute("SELECT count(*) FROM track_lines").fetchone() == (1,)
     assert [m for m, in db.execute("SELECT minute FROM counts ORDER BY 1")] == [10 * 86400, 20 * 86400]
+    assert db.execute("SELECT hour, n FROM counts_hour ORDER BY 1").fetchall() == [(10 * 86400, 1), (20 * 86400, 1)]
 
 
 KILLED = """
