@@ -157,8 +157,9 @@ def test_a_real_runs_page_answers_class_zone_and_range_from_its_store_as_the_jso
         assert wait_for(lambda: len(ask(f"{base}/events", limit=1000)[1]["events"]) == len(events), 10)
         got, cursor = [], None
         while True:
+            # a file camera's times are the run's start plus the stream's: ahead of the clock when faster than it
             status, answer = ask(f"{base}/tracks", **{"class": "person", "zone": "lawn", "after": started - 1,
-                                                      "before": time.time() + 1, "limit": 3},
+                                                      "before": started + 3600, "limit": 3},
                                  **({"cursor": cursor} if cursor else {}))
             assert status == 200, answer
             got += answer["tracks"]
