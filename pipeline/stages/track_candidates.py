@@ -11,7 +11,7 @@ part of a person, a second box on them) or where a candidate seen more than once
 lately (false positives fire again on the same background) needs more evidence
 (`_ON_TRACK_NEED`, `_HAUNT_NEED`). So does every candidate of a camera where such places
 turn up again and again lately (`_REPEATING`): its detector's false positives repeat, so
-two sightings prove less there; a confident person (0.7 and up) is still confirmed on
+two sightings prove less there; a confident person (0.75 and up) is still confirmed on
 their second frame. Where false positives do not repeat (a candidate from one is seen
 once and gone), a person scored 0.45 is confirmed on their second frame.
 """
@@ -33,7 +33,7 @@ _HAUNT_IOU = 0.3        # a candidate on a place where one seen more than once f
 _HAUNT_MEMORY = 30      # ... within this many updates ...
 _HAUNT_NEED = 2.0       # ... needs this many times `confirm_score`
 _REPEATING = 3          # as many haunted places within `_HAUNT_MEMORY` updates: the camera's false positives repeat ...
-_REPEATING_NEED = 1.5   # ... and each candidate needs this many times `confirm_score` (two sightings at 0.675)
+_REPEATING_NEED = 5 / 3  # ... and each candidate needs this many times `confirm_score` (two sightings at 0.75)
 
 
 @dataclass
