@@ -1,7 +1,9 @@
 """A paced, looped file camera plays a camera that never stops (the density bench's
 cameras, each a fraction of a frame late: `phase_s`): its loops continue the timeline
 seamlessly, in its recording and in its rows' `recording_time`, whether it records the
-file it analyses or another one beside it (`detect_uri`), and a loop is no gap or stall."""
+file it analyses or another one beside it (`detect_uri`), and a loop is no gap or stall.
+A paced camera whose detector lags drops frames as a camera does (counted), never the
+last one it read: its end comes after it."""
 from __future__ import annotations
 
 import glob
@@ -10,6 +12,7 @@ import os
 import pytest
 
 from conftest import read_jsonl, run_pipeline
+from onnx_models import make_slow_model
 from recordings import null_detector, segments, times
 from synthetic import Mover, picture, render
 
@@ -64,3 +67,21 @@ def test_a_paced_looped_files_loops_continue_its_recording_and_rows_seamlessly(t
     assert shown == pytest.approx([first + i / FPS for i in range(PASSES * FRAMES)], abs=1e-6)
     stats = snap.cameras["cam"].recording
     assert (stats.gaps, stats.stalls, stats.dropped) == (0, 0, 0)
+
+
+def test_a_paced_camera_whose_detector_lags_drops_frames_counted_but_never_its_last(tmp_path, write_config):
+    """A hundredth of a second of video at 1000 fps, a detector busy for longer with its first
+    frame: the lane holds the last frame when the camera's end comes."""
+    main = str(tmp_path / "fast.mp4")
+    render([Mover(picture("chelsea", 60), (0, 40), (200, 60))], main, frames=FRAMES, size=(320, 192), fps=1000,
+           codec=CODEC)
+    slow = {"path": make_slow_model(str(tmp_path / "slow.onnx"), matmuls=200, shared=True), "layout": "e2e",
+            "input_size": 64, "batching": {"max_batch": 1, "max_wait_ms": 0}, "engine": {"workers": 1}}
+    config = {"sources": [{"id": "cam", "uri": main, "live": True, "realtime": True}], "models": {"det": slow},
+              "graph": [{"detect": {"model": "det"}}], "outputs": {"video": {"enabled": False}}}
+    out = str(tmp_path / "out")
+    snap = run_pipeline(config, write_config, out)
+    rows = [row for f in sorted(glob.glob(os.path.join(out, "*.jsonl"))) for row in read_jsonl(f)]
+    dropped = snap.cameras["cam"].dropped
+    assert set(dropped) <= {"queue_full"} and len(rows) + sum(dropped.values()) == FRAMES
+    assert rows[-1]["seq"] == FRAMES - 1  # the frame it read last, held when its end of stream came

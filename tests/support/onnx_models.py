@@ -19,9 +19,10 @@ def make_fixed_batch(src: str, dst: str, batch: int = 1) -> str:
 
 
 
-def make_slow_model(path: str, size: int = 64, matmuls: int = 6) -> str:
+def make_slow_model(path: str, size: int = 64, matmuls: int = 6, shared: bool = False) -> str:
     """A deliberately slow 'detector' (end-to-end layout, never detects anything): a chain
-    of 64x1024 @ 1024x1024 matrix products, for overload tests."""
+    of 64x1024 @ 1024x1024 matrix products, for overload tests; `shared`: one matrix for
+    every product (the same cost in a 4 MB file)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -30,8 +31,9 @@ def make_slow_model(path: str, size: int = 64, matmuls: int = 6) -> str:
     nodes = [helper.make_node("ReduceMean", ["images"], ["level"], keepdims=0),  # depends on the input:
              helper.make_node("Mul", ["seed", "level"], ["a0"])]                 # nothing to constant-fold
     for i in range(matmuls):
-        inits.append(numpy_helper.from_array(rng.standard_normal((1024, 1024)).astype(np.float32) * 0.03, f"w{i}"))
-        nodes.append(helper.make_node("MatMul", [f"a{i}", f"w{i}"], [f"a{i + 1}"]))
+        if i == 0 or not shared:
+            inits.append(numpy_helper.from_array(rng.standard_normal((1024, 1024)).astype(np.float32) * 0.03, f"w{i}"))
+        nodes.append(helper.make_node("MatMul", [f"a{i}", "w0" if shared else f"w{i}"], [f"a{i + 1}"]))
     inits += [numpy_helper.from_array(np.zeros((1, 1, 6), np.float32), "zeros"),
               numpy_helper.from_array(np.array([1, 2, 3], np.int64), "axes")]
     nodes += [helper.make_node("ReduceSum", ["images", "axes"], ["per_image"], keepdims=1),  # [b, 1, 1, 1]
