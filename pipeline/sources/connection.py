@@ -184,10 +184,6 @@ class TapLink(Protocol):
         """The connection only demuxes: where the link must see its pictures, it decodes them itself."""
         ...
 
-    def decode_alone(self, video) -> None:
-        """The connection only demuxes: where the link must see its pictures, it decodes them itself."""
-        ...
-
     def end(self) -> tuple[Fraction, Fraction] | None:
         """One frame after its last picture, and its last decode time (timeline seconds)."""
         ...
@@ -245,8 +241,6 @@ class Connection:
             self._decode = self._decoder() if decode else None
             self.tap = tap
             self.link = tap.connect(self.stream, self.audio, self.rate) if tap is not None else None
-            if self.link is not None and not decode:
-                self.link.decode_alone(self.stream)
             if self.link is not None and not decode:
                 self.link.decode_alone(self.stream)
         except BaseException:
