@@ -13,7 +13,7 @@ from pipeline.metrics.registry import Metrics
 from pipeline.sinks.camera_files import CameraOutputs
 from pipeline.recording.segments import segment_files
 from pipeline.sinks.encoder import encoder_problem
-from test_segments import frame, outputs_config
+from segment_frames import frame, outputs_config
 
 
 def nvenc_unavailable() -> bool:

@@ -11,7 +11,7 @@ from pipeline.cluster.resume import resume_point
 from pipeline.metrics.registry import Metrics
 from pipeline.sinks.camera_files import CameraOutputs
 from pipeline.recording.segments import segment_files
-from test_segments import frame, outputs_config, packets
+from segment_frames import frame, outputs_config, packets
 
 
 def write(out, seqs, resume=None) -> None:
