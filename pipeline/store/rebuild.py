@@ -133,7 +133,7 @@ def rebuild(out: OutputsConfig, backend: Backend) -> Rebuilt:
         last_seq[cam] = record["seq"]
         session = found[cam][index[cam]]
         assert session.run is not None and session.origin is not None
-        builder = builders.setdefault(session.run, RowBuilder(session.run, out.dir))
+        builder = builders.setdefault(session.run, RowBuilder(session.run, out.dir, os.path.exists))
         builder.add(record, session.origin)
         n += 1
         if n % FLUSH_RECORDS == 0:

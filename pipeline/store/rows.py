@@ -19,7 +19,8 @@ import json
 import math
 import os
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Callable
 
 GAP_S = 2.0  # a frame counts for at most this long towards its segment's activity (an outage is no activity)
 STALE_S = 120.0  # a track unseen this long (on its camera's clock) is final and leaves memory
@@ -112,15 +113,17 @@ class CameraRows:
 
 class RowBuilder:
     """Rows from one run's frame records; `take` hands over what changed since the last
-    call. `root` is `outputs.dir` (the segments' sizes)."""
+    call. `root` is `outputs.dir` (the segments' sizes). No row names a file that is gone:
+    the live writer is told of retention's removals (`forget`), the rebuild looks (`exists`)."""
 
-    def __init__(self, run: int, root: str):
+    def __init__(self, run: int, root: str, exists: Callable[[str], bool] | None = None):
         self.run = run
         self.root = root
         self.cameras: dict[str, CameraRows] = {}
         self._dirty_tracks: dict[tuple[str, int], TrackRow] = {}
         self._dirty_segments: set[tuple[str, str]] = set()
         self._pending = Rows()
+        self.gone = GoneFiles(root, exists)
 
     def add(self, record: dict, origin: float) -> None:
         """One frame's record (`sinks.jsonl.frame_record`), its camera's clock at `origin`."""
@@ -178,7 +181,7 @@ class RowBuilder:
 
     def _segment(self, cam: str, state: CameraRows, record: dict, wall: float, step: float) -> None:
         path = record.get("recording")
-        if path is None or record.get("recording_time") is None:
+        if path is None or record.get("recording_time") is None or self.gone.has(path):
             return
         seg = state.segments.get(path)
         start = wall - record["recording_time"]
@@ -198,13 +201,25 @@ class RowBuilder:
             self._dirty_segments.update((cam, p) for p in state.segments)
             state.latest = math.inf  # every track is stale now
 
+    def forget(self, paths: list[str]) -> None:
+        """Files retention removed: their segments leave memory, and no row built from now
+        on names them (a track's snapshot or recording, a late frame's segment)."""
+        self.gone.add(paths)
+        for state in self.cameras.values():
+            for path in paths:
+                state.segments.pop(path, None)
+        self._dirty_segments = {(c, p) for c, p in self._dirty_segments if not self.gone.has(p)}
+
     def take(self) -> Rows:
         """The rows changed since the last call; tracks unseen for `STALE_S` leave memory."""
         rows, self._pending = self._pending, Rows()
-        rows.tracks = list(self._dirty_tracks.values())
+        rows.events = [self.gone.event(e) for e in rows.events]
+        rows.tracks = [self.gone.track(t) for t in self._dirty_tracks.values()]
         self._dirty_tracks = {}
         for cam, path in sorted(self._dirty_segments):
             seg = self.cameras[cam].segments[path]
+            if self.gone.has(path):
+                continue
             seg.bytes = _size(os.path.join(self.root, path))
             rows.segments.append(seg)
         self._dirty_segments = set()
@@ -214,6 +229,52 @@ class RowBuilder:
             if state.latest == math.inf:
                 del self.cameras[cam]
         return rows
+
+
+class GoneFiles:
+    """The files rows must not name: those retention removed (the last `KEPT`: later
+    records may still name them) and, for a rebuild (`exists`), those not on disk."""
+
+    KEPT = 10000
+
+    def __init__(self, root: str, exists: Callable[[str], bool] | None = None):
+        self.root = root
+        self.exists = exists
+        self._removed: dict[str, None] = {}  # oldest first
+        self._looked: dict[str, bool] = {}  # the rebuild's answers: a finished folder does not change
+
+    def add(self, paths: list[str]) -> None:
+        self._removed.update(dict.fromkeys(paths))
+        while len(self._removed) > self.KEPT:
+            del self._removed[next(iter(self._removed))]
+
+    def has(self, path: str | None) -> bool:
+        if path is None:
+            return False
+        if path in self._removed:
+            return True
+        if self.exists is None:
+            return False
+        if path not in self._looked:
+            self._looked[path] = not self.exists(os.path.join(self.root, path))
+        return self._looked[path]
+
+    def track(self, row: TrackRow) -> TrackRow:
+        """The track as written: its snapshot and recording left out where gone."""
+        if not self.has(row.snapshot) and not self.has(row.recording):
+            return row
+        kept = not self.has(row.recording)
+        return replace(row, snapshot=None if self.has(row.snapshot) else row.snapshot,
+                       recording=row.recording if kept else None, recording_time=row.recording_time if kept else None)
+
+    def event(self, e: tuple) -> tuple:
+        """An event row (`EVENT_COLUMNS`) with its snapshot, clip and recording left out where gone."""
+        snapshot, clip, recording, recording_time = e[9:13]
+        if not (self.has(snapshot) or self.has(clip) or self.has(recording)):
+            return e
+        kept = not self.has(recording)
+        return e[:9] + (None if self.has(snapshot) else snapshot, None if self.has(clip) else clip,
+                        recording if kept else None, recording_time if kept else None)
 
 
 def _size(path: str) -> int | None:

@@ -191,6 +191,7 @@ class StoreWriter:
             self.rows.end_camera(item[1])
         else:
             self.flusher.write(self.rows.take())  # the rows first: they may name the files
+            self.rows.forget(item[1])  # and none built later
             self.flusher.forget(item[1])
             item[2].set()
 
@@ -203,4 +204,5 @@ class StoreWriter:
             self.flusher.age_out(None if b.rows_s is None else now - b.rows_s,
                                  None if b.counts_s is None else now - b.counts_s)
         if b.activity is not None and b.idle_s is not None and self.cameras:
-            remove_idle(self.flusher, self.root, sorted(self.cameras), b.activity, now - b.idle_s)
+            assert self.rows is not None
+            self.rows.forget(remove_idle(self.flusher, self.root, sorted(self.cameras), b.activity, now - b.idle_s))

@@ -506,3 +506,26 @@ def test_a_postgresql_store_holds_the_json_lines_rows_as_sqlite_does(clips, mode
     assert have["events"] and have["segments"]
     assert rebuild_to(tmp_path / "out", tmp_path / "rebuilt.db").returncode == 0
     assert stored(tmp_path / "rebuilt.db") == have
+
+
+def files_named(db: Path) -> list[str]:
+    """Every file the store's rows name."""
+    return [p for table, column in (("segments", "path"), ("tracks", "snapshot"), ("tracks", "recording"),
+                                    ("events", "snapshot"), ("events", "clip"), ("events", "recording"))
+            for p, in sqlite3.connect(db).execute(f"SELECT {column} FROM {table} WHERE {column} IS NOT NULL")]
+
+
+def test_files_retention_removed_during_a_run_are_named_by_no_row_after_it(sample_path, model_path, tmp_path):
+    cfg = config({"door": sample_path("bikes.mp4"), "yard": sample_path("vtest.mp4")}, model_path)
+    cfg["sources"][1]["uri"] = cfg["sources"][0]["uri"]  # yard: the street too, recorded in 2 s files
+    cfg["outputs"]["video"]["segment_s"] = 0  # one JSON lines file, written to the end: retention leaves it
+    cfg["outputs"].update({"retain": {"max_gb": 0.001}})
+    cfg["outputs"]["events"]["retain"] = {"max_gb": 0.0002}
+    snap = run_into(tmp_path, cfg)
+    out = tmp_path / "out"
+    recorded = {r["recording"] for s in camera_sessions(out).values() for r in s[0] if r.get("recording")}
+    assert snap.retention and [p for p in recorded if not (out / p).exists()], "retention removed no recording"
+    named = files_named(out / "store.db")
+    assert named and [p for p in named if not (out / p).exists()] == []
+    assert rebuild_to(out, tmp_path / "rebuilt.db").returncode == 0
+    assert stored(tmp_path / "rebuilt.db") == stored(out / "store.db")  # the rebuild, too, names no file gone
