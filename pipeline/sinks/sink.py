@@ -140,7 +140,8 @@ class SinkStage:
             self.evidence.frame(frame, self.files.spot(frame))
         record = self.files.write(frame)
         if self.store is not None:
-            self.store.offer(record if record is not None else frame_line(self.files, frame))
+            captured = time.time() - (time.perf_counter() - frame.t_capture)  # t_capture: a perf_counter reading
+            self.store.offer(record if record is not None else frame_line(self.files, frame), captured)
         if self.preview is not None:
             self.preview.offer(frame)
         if self.on_frame is not None:

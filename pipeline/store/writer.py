@@ -116,12 +116,16 @@ class StoreWriter:
         self._thread = threading.Thread(target=self._loop, name="store-writer", daemon=True)
         self._thread.start()
 
-    def offer(self, record: dict) -> None:
-        """A frame's record, from the sink's thread: queued, or dropped and counted."""
+    def offer(self, record: dict, captured: float | None = None) -> None:
+        """A frame's record, from the sink's thread: queued, or dropped and counted.
+        `captured`: when the frame was read, on the wall clock (default: now). A camera's
+        clock is set at its first frame from when that frame was read, not from when it
+        reached the sink (that first frame waits for the models to warm up), so the
+        store's times agree with the recordings', whose names say when they began."""
         cam, t = record["camera"], record.get("time")
         origin = self.origins.get(cam)
         if origin is None and t is not None:
-            origin = self.origins[cam] = time.time() - t
+            origin = self.origins[cam] = (time.time() if captured is None else captured) - t
         try:
             self.queue.put_nowait(("frame", cam, origin, record))
         except queue.Full:

@@ -63,6 +63,23 @@ def test_rows_land_and_the_run_log_names_the_run_and_each_cameras_clock(tmp_path
     assert not lost
 
 
+def test_a_cameras_clock_starts_when_its_first_frame_was_read_not_when_it_reached_the_store(tmp_path):
+    """The first frame reaches the sink late (the models warm up): a clock set on its
+    arrival put every row, and every segment's start, that late behind the recordings'
+    names."""
+    w = writer(tmp_path, Counter())
+    w.start()
+    read_at = time.time() - 7.5  # the frame was read 7.5 s before the sink had it
+    w.offer(frame("gate", 20, track=1, t=2.0), captured=read_at)
+    w.offer(frame("gate", 21, track=1, t=2.1), captured=time.time())  # later frames keep the clock
+    w.close()
+    db = sqlite3.connect(tmp_path / "store.db")
+    first, last = db.execute("SELECT first_seen, last_seen FROM tracks").fetchone()
+    assert abs(first - read_at) < 1e-6 and abs(last - (read_at + 0.1)) < 1e-6
+    origin = [json.loads(line) for line in (tmp_path / RUNLOG).read_text().splitlines()][1]["origin"]
+    assert abs(origin - (read_at - 2.0)) < 1e-6
+
+
 def test_a_full_queue_drops_records_and_counts_them_while_the_database_is_busy(tmp_path):
     lost: Counter = Counter()
     w = writer(tmp_path, lost, queue_size=16, flush_s=0.2)
