@@ -33,6 +33,7 @@ COUNTS_RANGE_S = {"minute": MAX_MINUTE_RANGE_S, "hour": MAX_RANGE_S, "day": MAX_
 ACTIVITY_RANGE_S = {"minute": 2 * 86400, "hour": 62 * 86400, "day": MAX_RANGE_S}
 MAX_VALUES = 64  # values of one parameter
 MAX_TEXT = 200  # characters of one value
+MAX_CURSOR = 256  # characters of a cursor (those given are about 60)
 MAX_TIME = 253402300800.0  # 10000-01-01: later is no time a camera saw
 BUCKETS = {"minute": 60, "hour": 3600, "day": 86400}
 DEFAULT_SPAN = {"minute": 3600, "hour": 86400, "day": 30 * 86400}  # a range's length when only one end is given
@@ -117,10 +118,13 @@ def parse_time(name: str, text: str) -> float:
 
 
 def decode_cursor(text: str, kind: str) -> Cursor:
-    """A cursor this API gave for `kind`, or BadParameter."""
+    """A cursor this API gave for `kind`, or BadParameter (one far longer than any it gives
+    is refused unread: deeply nested JSON would exhaust the parser's recursion)."""
     try:
+        if len(text) > MAX_CURSOR:
+            raise ValueError("too long")
         raw = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-    except (binascii.Error, ValueError):
+    except (binascii.Error, ValueError, RecursionError):
         raise BadParameter("cursor: not a cursor this API gave (pass `next` from the previous page)") from None
     if (not isinstance(raw, list) or len(raw) != 3 or raw[0] != kind or isinstance(raw[1], bool)
             or not isinstance(raw[1], (int, float)) or not math.isfinite(raw[1])
@@ -129,9 +133,12 @@ def decode_cursor(text: str, kind: str) -> Cursor:
     return Cursor(kind, float(raw[1]), raw[2])
 
 
-def values(params: Mapping[str, Sequence[str]], name: str) -> tuple[str, ...]:
-    """A parameter's values: repeated, or separated by commas; empty ones dropped."""
-    out = [v.strip() for given in params.get(name, ()) for v in given.split(",") if v.strip()]
+def values(params: Mapping[str, Sequence[str]], name: str, names: bool = True) -> tuple[str, ...]:
+    """A parameter's values: repeated, or separated by commas; empty ones dropped. With
+    `names` (names from the config), a value with commas is also taken whole: a line or
+    zone may be named with a comma."""
+    out = [v.strip() for given in params.get(name, ())
+           for v in ([given] if names and "," in given else []) + given.split(",") if v.strip()]
     if len(out) > MAX_VALUES:
         raise BadParameter(f"{name}: at most {MAX_VALUES} values, got {len(out)}")
     for v in out:
@@ -149,7 +156,7 @@ def one(params: Mapping[str, Sequence[str]], name: str) -> str | None:
 
 def chosen(params: Mapping[str, Sequence[str]], name: str, allowed: Sequence[str]) -> tuple[str, ...]:
     """Values that must each be one of `allowed`."""
-    out = values(params, name)
+    out = values(params, name, names=False)
     for v in out:
         if v not in allowed:
             raise BadParameter(f"{name}: {clip(v)} is not one of {', '.join(allowed)}")
@@ -198,7 +205,7 @@ def check_known(params: Mapping[str, Sequence[str]], kind: str) -> None:
 
 
 def cameras(params: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
-    out = values(params, "camera")
+    out = values(params, "camera", names=False)  # a camera id holds no comma
     for c in out:
         if not CAMERA_ID.fullmatch(c):
             raise BadParameter(f"camera: {clip(c)} is not a camera id")

@@ -16,6 +16,7 @@ from pipeline.config.outputs import OutputsConfig
 from pipeline.store.backend import Backend, Damaged, open_postgres, open_sqlite
 from pipeline.store.flusher import OnLost
 from pipeline.store.rebuild import rebuild
+from pipeline.store.runlog import RunLog
 from pipeline.store.writer import Budget, StoreWriter
 
 log = logging.getLogger("pipeline.store")
@@ -43,6 +44,8 @@ def open_store(out: OutputsConfig) -> Backend:
         return open_postgres(out.store.url)
     path = store_path(out)
     try:
+        if _emptied(path, out.dir):
+            raise Damaged(f"{path}: the store is empty (0 bytes) though its run log names earlier runs")
         return open_sqlite(path)
     except Damaged as e:
         aside = move_aside(path, "damaged")
@@ -51,6 +54,12 @@ def open_store(out: OutputsConfig) -> Backend:
     done = rebuild(out, backend)
     log.warning("store: %s rebuilt: %d runs, %d frames from the JSON lines", path, done.runs, done.records)
     return backend
+
+
+def _emptied(path: str, root: str) -> bool:
+    """A store emptied under the run log's runs (a file system's crash, a file truncated):
+    opened as it is, it would be taken for a new store and their rows silently gone."""
+    return os.path.exists(path) and os.path.getsize(path) == 0 and bool(RunLog(root).read())
 
 
 def seconds(days: float | None) -> float | None:

@@ -363,11 +363,13 @@ def damage(db: Path, how: str) -> None:
     data = db.read_bytes()
     if how == "truncated":
         db.write_bytes(data[:len(data) // 2])
+    elif how == "emptied":  # a file system's crash, or `: > store.db`
+        db.write_bytes(b"")
     else:
         db.write_bytes(data[:4096] + b"\xa5" * 4096 + data[8192:])
 
 
-@pytest.mark.parametrize("how", ["truncated", "page_overwritten"])
+@pytest.mark.parametrize("how", ["truncated", "page_overwritten", "emptied"])
 def test_a_damaged_store_is_moved_aside_in_one_line_and_rebuilt_with_every_run(one_run, clips, model_path,
                                                                                tmp_path, caplog, how):
     out = tmp_path / "out"
@@ -416,6 +418,7 @@ def cursor_of(raw: bytes) -> str:
 
 
 HOSTILE = [
+    ("tracks?cursor=" + cursor_of(b"[" * 3000), "cursor"),
     ("tracks?cursor=" + cursor_of(b'["tracks", 1e999, 1]'), "cursor"),
     ("tracks?cursor=" + Cursor("events", 1.0, 1).encode(), "cursor"),
     ("tracks?class=%00", "class"),
@@ -529,3 +532,14 @@ def test_files_retention_removed_during_a_run_are_named_by_no_row_after_it(sampl
     assert named and [p for p in named if not (out / p).exists()] == []
     assert rebuild_to(out, tmp_path / "rebuilt.db").returncode == 0
     assert stored(tmp_path / "rebuilt.db") == stored(out / "store.db")  # the rebuild, too, names no file gone
+
+
+def test_a_line_named_with_a_comma_answers_its_crossings_by_name(one_run, server):
+    """Several values of a parameter may be separated by commas; a name that holds one is
+    still found whole."""
+    crossed = Counter(e[6] for e in expected(one_run[0])["events"].elements() if e[3] == "cross")
+    assert crossed, "no line was crossed"
+    assert any("," in line for line in crossed), "the run has no line named with a comma"
+    for line, n in crossed.items():
+        status, answer, _ = ask(server, f"/api/store/events?event=cross&line={urllib.parse.quote(line)}")
+        assert status == 200 and len(answer["events"]) == n, (line, status, answer)
