@@ -174,9 +174,10 @@ class Backend:
                                           " (SELECT id FROM tracks WHERE last_seen < ?)"), (rows_before,))
                 cur.execute(self._sql("DELETE FROM tracks WHERE last_seen < ?"), (rows_before,))
                 cur.execute(self._sql("DELETE FROM events WHERE time < ?"), (rows_before,))
-            if counts_before is not None:
-                cur.execute(self._sql("DELETE FROM counts WHERE minute < ?"), (int(counts_before // 60) * 60,))
-                cur.execute(self._sql("DELETE FROM counts_hour WHERE hour < ?"), (int(counts_before // 3600) * 3600,))
+            if counts_before is not None:  # whole hours of both, so the hourly sums stay the minutes' sums
+                hour = int(counts_before // 3600) * 3600
+                cur.execute(self._sql("DELETE FROM counts WHERE minute < ?"), (hour,))
+                cur.execute(self._sql("DELETE FROM counts_hour WHERE hour < ?"), (hour,))
             self.conn.commit()
         except BaseException:
             self._rollback()

@@ -159,6 +159,22 @@ def test_tracks_and_events_age_out_before_the_counts(tmp_path):
     assert db.execute("SELECT hour, n FROM counts_hour ORDER BY 1").fetchall() == [(10 * 86400, 1), (20 * 86400, 1)]
 
 
+def test_counts_age_out_by_whole_hours_so_hour_buckets_keep_the_sum_of_their_minutes(tmp_path):
+    """A cut-off inside an hour left that hour's sum in the hourly rollup while its first
+    minutes were gone: an hour bucket counted what its minutes no longer held."""
+    backend = open_sqlite(str(tmp_path / "store.db"))
+    rows = RowBuilder(backend.begin_run(0.0, None, None), str(tmp_path))
+    cross = {"event": "cross", "track": 1, "class": "car", "line": "gate", "direction": "in"}
+    for minute in (0, 10, 50, 70):
+        rows.add(frame("gate", minute, track=minute, t=minute * 60.0, events=[dict(cross, track=minute)]), 0.0)
+    backend.write(rows.take())
+    backend.age_out(rows_before=None, counts_before=30 * 60.0)  # half past the first hour
+    db = sqlite3.connect(tmp_path / "store.db")
+    hourly = dict(db.execute("SELECT hour, sum(n) FROM counts_hour GROUP BY hour"))
+    minutes = dict(db.execute("SELECT minute / 3600 * 3600, sum(n) FROM counts GROUP BY minute / 3600"))
+    assert hourly == minutes == {0: 3, 3600: 1}
+
+
 KILLED = """
 import sys, time
 from collections import Counter
