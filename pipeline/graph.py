@@ -124,7 +124,7 @@ class Pipeline:
         self.sink = SinkStage(cfg.outputs, self.metrics, self.control, Capacity(self.plan.cores),
                               cfg.runtime.queue_size, self.side.evidence, self.side.preview, self.side.index,
                               self.side.views, on_frame=None if self.side.home is None else self.side.home.frame,
-                              store=self.side.store)
+                              store=self.side.records)
         for a, b in zip(self.stages, [*self.stages[1:], self.sink]):
             a.emit = b.accept
         self.stages.append(self.sink)

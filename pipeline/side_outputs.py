@@ -20,6 +20,7 @@ from pipeline.sinks.retention import OutputRetention
 from pipeline.sinks.views import Views, annotates
 from pipeline.sinks.written import WrittenIndex
 from pipeline.store.opening import store_writer
+from pipeline.store.runlog import ClockLog
 from pipeline.store.connections import location_of
 from pipeline.store.queries import Store
 from pipeline.web.recordings import RecordingFiles
@@ -73,6 +74,8 @@ class SideOutputs:
                                       picture=self.views.snapshot)
         self.store = store_writer(out, lambda cam, n: pipeline.metrics.lost(cam, "store", n),
                                   str(pipeline.config.base_dir))
+        # every frame's record: into the store, or with the store off its clocks into the run log
+        self.records = self.store or ClockLog(out.dir, str(pipeline.config.base_dir))
         self.retention = OutputRetention(
             out, lambda path: pipeline.is_open(path) or self.evidence.is_open(path), pipeline.metrics,
             self.index, cameras=pipeline.cameras_written, on_removed=self.store.forget if self.store else None)

@@ -26,6 +26,7 @@ from pipeline.sinks.camera_files import CameraOutputs, frame_line
 from pipeline.sinks.preview import Preview
 from pipeline.sinks.views import Views
 from pipeline.sinks.written import WrittenIndex
+from pipeline.store.runlog import ClockLog
 from pipeline.store.writer import StoreWriter
 
 log = logging.getLogger("pipeline.sink")
@@ -41,13 +42,13 @@ class SinkStage:
     def __init__(self, outputs: OutputsConfig, metrics: Metrics, control: RunControl, capacity: Capacity,
                  queue_size: int, evidence: EventEvidence, preview: Preview | None = None,
                  index: WrittenIndex | None = None, views: Views | None = None,
-                 on_frame: Callable[[Frame], None] | None = None, store: StoreWriter | None = None):
+                 on_frame: Callable[[Frame], None] | None = None, store: StoreWriter | ClockLog | None = None):
         self.files = CameraOutputs(outputs, metrics, self.name, index,
                                    views or Views(outputs.video, wants=preview.wants if preview is not None else None))
         self.evidence = evidence  # every event: its snapshot and clip, then the panel and the destinations
         self.preview = preview    # the live view: offered every frame, keeps only watched cameras' newest
         self.on_frame = on_frame  # every frame written, as it stands (Home Assistant's status)
-        self.store = store  # every frame's record, for the store's writer (it never waits)
+        self.store = store  # every frame's record: the store's writer, or (store off) the run log's clocks
         self.metrics = metrics
         self.control = control
         self.capacity = capacity

@@ -12,6 +12,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
+import threading
+import time
+import uuid
 from dataclasses import dataclass, field
 
 log = logging.getLogger("pipeline.store")
@@ -73,3 +77,33 @@ class RunLog:
             except (ValueError, KeyError, TypeError):
                 continue  # a torn or hand-edited line
         return list(runs.values())
+
+
+class ClockLog:
+    """The run log of a run with the store off: the run and its cameras' clocks, no rows.
+    A later `pipeline store rebuild` (or a store turned on again) then tells this run's
+    JSON lines from those of the runs the store holds, each with its own clock; without
+    it a rebuild gave an earlier run's rows this run's lines. Offered every frame's record
+    by the sink as the store's writer is; only a camera's first frame of a clock writes."""
+
+    def __init__(self, root: str, config: str | None = None):
+        self.log = RunLog(root)
+        self.key = uuid.uuid4().hex
+        self.config = config
+        self.origins: dict[str, float] = {}
+        self._begun = False
+        self._lock = threading.Lock()  # sink workers offer from threads of their own
+
+    def offer(self, record: dict, captured: float | None = None) -> None:
+        cam, t = record["camera"], record.get("time")
+        if t is None or cam in self.origins:
+            return
+        with self._lock:
+            if not self._begun:
+                self._begun = True
+                self.log.begin(self.key, time.time(), socket.gethostname(), self.config)
+            origin = self.origins[cam] = (time.time() if captured is None else captured) - t
+            self.log.origin(self.key, cam, origin)
+
+    def camera_ended(self, cam: str) -> None:
+        self.origins.pop(cam, None)  # a camera that returns starts on a new clock

@@ -543,3 +543,21 @@ def test_a_line_named_with_a_comma_answers_its_crossings_by_name(one_run, server
     for line, n in crossed.items():
         status, answer, _ = ask(server, f"/api/store/events?event=cross&line={urllib.parse.quote(line)}")
         assert status == 200 and len(answer["events"]) == n, (line, status, answer)
+
+
+def test_a_run_with_the_store_off_between_two_with_it_on_leaves_their_rows_to_the_rebuild(clips, model_path,
+                                                                                          tmp_path):
+    """The middle run (door on another clip) wrote no store rows but logs its clocks: a
+    rebuild adds it, and gives the two runs the store holds their own rows (it gave the
+    first run the middle run's tracks, the first run's lines an unlogged run)."""
+    for store, door in ((True, clips["door"]), (False, clips["slow"]), (True, clips["door"])):
+        run_into(tmp_path, config(dict(clips, door=door), model_path, store=store))
+    live = stored(tmp_path / "out" / "store.db")
+    assert len(live["runs"]) == 2
+    r = rebuild_to(tmp_path / "out", tmp_path / "rebuilt.db")
+    assert r.returncode == 0, r.stderr
+    rebuilt = stored(tmp_path / "rebuilt.db")
+    assert len(rebuilt["runs"]) == 3
+    for run in live["runs"]:
+        assert {k: v for k, v in rebuilt["tracks"].items() if k[0] == run} == {
+            k: v for k, v in live["tracks"].items() if k[0] == run}, run
