@@ -463,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":  # the run loop takes these over once the cameras start
         signal.signal(signal.SIGTERM, functools.partial(_quit_on_signal, status=DONE))  # a service manager's stop
         signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a reload while starting: the config was just read
-    if args.command in ("models", "bench", "status", "export"):  # nothing to finalise: clean up and stop
+    if args.command in ("models", "bench", "status", "export", "query"):  # nothing to finalise: clean up and stop
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
