@@ -91,4 +91,9 @@ def test_a_disk_that_refuses_to_write_stops_that_recording_and_the_files_written
     assert sent[len(kept) - 1][0].startswith(kept[-1][0])  # up to the fragment the disk cut short
     assert decodable(partial) >= len(kept) - 1
     rows = read_jsonl(os.path.join(out, "big.jsonl"))
-    assert len(rows) == 20 and rows[0]["recording"] == os.path.basename(partial) and rows[-1]["recording"] is None
+    named = [r["recording"] is not None for r in rows]
+    # rows name the file until its failure is known, none after; a refusal that comes without
+    # warning (no free-space check sees a file size limit) may leave rows written before it
+    # naming the fragment it cut (docs/outputs.md, Recordings: a disk that fills up)
+    assert len(rows) == 20 and rows[0]["recording"] == os.path.basename(partial)
+    assert named == sorted(named, reverse=True) and sum(named) >= len(kept) - 1
