@@ -113,10 +113,13 @@ def test_rows_keep_the_main_streams_pixels_while_it_is_away_and_say_theirs_befor
         if main is not None:
             main.kill()
     rows = [row for _, path in segment_files(str(tmp_path / "out" / "door.{start}.jsonl")) for row in read_jsonl(path)]
-    first = next(i for i, r in enumerate(rows) if r["recording"] is not None)
+    # the main stream's size is known once its recording has a file: from then on every row
+    # (a frame from before the file's first picture too) is in its pixels
+    first = next(i for i, r in enumerate(rows) if "pixels" not in r)
     before, seen = rows[:first], rows[first:]
-    away = [r for r in seen if r["recording"] is None]
-    assert len(before) >= 5 and len(away) >= 5 and len(seen) - len(away) >= 10
+    recorded = next(i for i, r in enumerate(seen) if r["recording"] is not None)
+    away = [r for r in seen[recorded:] if r["recording"] is None]
+    assert len(before) >= 5 and len(away) >= 5 and len(seen) - recorded - len(away) >= 10
     (sub_box,) = {tuple(d["box"]) for r in before for d in r["detections"]}
     assert all(r["pixels"] == [160, 120] for r in before)  # the sub-stream's, said
     for r in seen:  # recorded or not: the main stream's pixels, as the recording's
