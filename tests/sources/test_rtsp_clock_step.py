@@ -99,7 +99,11 @@ def test_a_live_cameras_clock_stepping_back_is_bridged_by_a_frame_and_its_own_ti
     rows = rows[START:]
     interval = 1 / sent
     gaps = np.diff([r["time"] for r in rows]) / interval  # in frame intervals: a frame each, any dropped ones
-    odd = [(a["seq"], b["seq"], round(g, 2)) for a, b, g in zip(rows, rows[1:], gaps) if not 0.5 < g < 1.5 * (b["seq"] - a["seq"])]
+    # at the step a B-frame stream's first picture is placed its reorder delay later (it may
+    # be shown after the pictures coded next): a gap of up to two intervals there, once
+    bridge = 2.0 if int(options.get("bf", "0")) > 0 else 1.5
+    odd = [(a["seq"], b["seq"], round(g, 2)) for a, b, g in zip(rows, rows[1:], gaps)
+           if not 0.5 < g < (bridge if abs(b["seq"] - at) <= 1 else 1.5) * (b["seq"] - a["seq"])]
     # no squeeze, no jump (a frame dropped on a loaded machine: its interval too)
     assert len(start + rows) >= frames // 2 and not odd, odd
     if not record:
