@@ -58,6 +58,7 @@ def reviewed(tmp_path_factory, model_path, sample_path):
     p.start()
     try:
         assert p.wait(600), "the run did not end"
+        p.side.store.close()  # its last rows written (every flush_s) before the page and the API are asked
         yield p, f"http://127.0.0.1:{p.side.web.port}"
     finally:
         p.stop(abort=True)
