@@ -45,15 +45,20 @@ def main() -> int:
         w, h = args.size.split("x")
         launch = (f"( videotestsrc is-live=true pattern={args.pattern} ! video/x-raw,width={w},height={h},"
                   f"framerate={args.fps}/1 ! videoconvert ! {encoder(args)} config-interval=1 )")
-    server = GstRtspServer.RTSPServer()
-    server.set_address("127.0.0.1")
-    server.set_service(str(args.port))
     factory = GstRtspServer.RTSPMediaFactory()
     factory.set_launch(launch)
     factory.set_shared(True)
+    return serve(factory, args.port)
+
+
+def serve(factory, port: int) -> int:
+    """Serve `factory` at /cam on 127.0.0.1:`port` (0: any), print the URL once bound, run."""
+    server = GstRtspServer.RTSPServer()
+    server.set_address("127.0.0.1")
+    server.set_service(str(port))
     server.get_mount_points().add_factory("/cam", factory)
     if server.attach(None) == 0:
-        print(f"cannot bind 127.0.0.1:{args.port}", file=sys.stderr, flush=True)
+        print(f"cannot bind 127.0.0.1:{port}", file=sys.stderr, flush=True)
         return 1
     print(f"rtsp://127.0.0.1:{server.get_bound_port()}/cam", flush=True)
     GLib.MainLoop().run()

@@ -19,7 +19,8 @@ import gi
 
 gi.require_version("Gst", "1.0")
 gi.require_version("GstRtspServer", "1.0")
-from gi.repository import GLib, Gst, GstRtspServer  # noqa: E402
+from gi.repository import Gst, GstRtspServer  # noqa: E402
+from rtsp_server import serve  # noqa: E402 (beside this script)
 
 CAPS = "video/x-h264,stream-format=byte-stream,alignment=au"
 
@@ -59,9 +60,6 @@ def main() -> int:
     args = ap.parse_args()
     units = load(args.units)
     Gst.init(None)
-    server = GstRtspServer.RTSPServer()
-    server.set_address("127.0.0.1")
-    server.set_service(str(args.port))
     factory = GstRtspServer.RTSPMediaFactory()
     factory.set_launch(f"( appsrc name=src is-live=true format=time caps={CAPS} ! h264parse ! "
                        f"rtph264pay name=pay0 pt=96 config-interval=1 )")
@@ -72,13 +70,7 @@ def main() -> int:
         threading.Thread(target=feed, args=(appsrc, units), daemon=True).start()
 
     factory.connect("media-configure", configure)
-    server.get_mount_points().add_factory("/cam", factory)
-    if server.attach(None) == 0:
-        print(f"cannot bind 127.0.0.1:{args.port}", file=sys.stderr, flush=True)
-        return 1
-    print(f"rtsp://127.0.0.1:{server.get_bound_port()}/cam", flush=True)
-    GLib.MainLoop().run()
-    return 0
+    return serve(factory, args.port)
 
 
 if __name__ == "__main__":
