@@ -169,7 +169,8 @@ def test_an_outage_shows_zero_recent_fps_growing_downtime_and_the_last_pictures_
                         and d.execute_script("return document.querySelector(\".tile[data-camera='door'] img.video\")"
                                              ".naturalWidth") > 0, 60)
         live = wait_for(lambda: (v := json.loads(get(api)[1])["live_view"])["viewers"] == 2 and v, 10)
-        streaming_fps = float(tile_text(d, "door", ".fps"))
+        # the tile's figure comes with the page's next poll of /api/cameras (each second)
+        streaming_fps = wait_for(lambda: float(tile_text(d, "door", ".fps") or 0), 10) or 0.0
         server.kill()
         killed = time.time()
         assert wait_for(lambda: tile_text(d, "door", ".state") == "reconnecting", 20)
