@@ -305,3 +305,61 @@ def test_a_sub_stream_needs_a_recording_and_recordings_share_no_name(write_confi
                for p in problems)
     assert any(p.startswith("sources[1].record.filename: camera 'b''s recording segments") and
                "is also camera 'b''s video segments" in p for p in problems)
+
+
+def kept_by_motion(model_path, sample_path, detect: dict, record: dict | None = None) -> dict:
+    data = base(model_path, sample_path)
+    data["graph"][0]["detect"].update(detect)
+    data["sources"].append({"id": "b", "uri": sample_path("vtest.mp4"), "record": record or {}})
+    data["outputs"] = {"record": {"enabled": True},
+                       "store": {"recordings_kept": "motion", "recordings_days": 7}}
+    return data
+
+
+def test_recordings_kept_by_motion_is_refused_for_a_recorded_camera_whose_motion_is_not_measured(
+        write_config, model_path, sample_path):
+    """Its segments all have 0 s of motion: every old one would go, objects or not."""
+    with pytest.raises(ConfigError) as e:
+        load_config(write_config(kept_by_motion(model_path, sample_path, {"cameras": {"a": {"motion": True}}})))
+    assert e.value.problems == [
+        "outputs.store.recordings_kept: motion keeps only recordings with motion, and camera 'b' (sources[1]) is "
+        "recorded without its motion measured: set graph[0].detect.motion (or graph[0].detect.cameras.b.motion) to "
+        "true, or keep its recordings by `active_objects`"]
+    with pytest.raises(ConfigError) as e:
+        load_config(write_config(kept_by_motion(model_path, sample_path, {"motion": True,
+                                                                          "cameras": {"a": {"motion": False}}})))
+    assert len(e.value.problems) == 1 and "camera 'a' (sources[0]) is recorded without" in e.value.problems[0]
+    load_config(write_config(kept_by_motion(model_path, sample_path, {"motion": True})))
+    unrecorded = kept_by_motion(model_path, sample_path, {"cameras": {"a": {"motion": True}}}, {"enabled": False})
+    load_config(write_config(unrecorded))  # a camera without recordings loses none
+    active = kept_by_motion(model_path, sample_path, {})
+    active["outputs"]["store"]["recordings_kept"] = "active_objects"  # every camera's objects are measured
+    load_config(write_config(active))
+
+
+def test_a_camera_added_while_running_is_refused_where_recordings_are_kept_by_motion_it_does_not_measure(
+        write_config, model_path, sample_path):
+    from pipeline.control import CameraControl
+
+    class Runs:
+        def __init__(self):
+            self.started: list[str] = []
+
+        def add_camera(self, source):
+            self.started.append(source.id)
+
+        def cameras(self):
+            return list(self.started)
+
+    config = load_config(write_config(kept_by_motion(model_path, sample_path, {"cameras": {"a": {"motion": True},
+                                                                                           "b": {"motion": True}}})))
+    runs = Runs()
+    control = CameraControl(runs, config)
+    with pytest.raises(ConfigError) as e:
+        control.add({"id": "c", "uri": sample_path("bikes.mp4")}, "added")
+    assert e.value.problems == [
+        "outputs.store.recordings_kept: motion keeps only recordings with motion, and camera 'c' (added) is "
+        "recorded without its motion measured: set graph[0].detect.motion (or graph[0].detect.cameras.c.motion) to "
+        "true, or keep its recordings by `active_objects`"]
+    control.add({"id": "d", "uri": sample_path("bikes.mp4"), "record": {"enabled": False}}, "added")
+    assert runs.started == ["d"]

@@ -185,10 +185,25 @@ def _recording_claims(config: Config, claim) -> list[str]:
     return problems
 
 
+def _kept_recordings_problems(config: Config) -> list[str]:
+    """`recordings_kept: motion` removes old recordings that had no motion: a recorded
+    camera whose motion is not measured (its detect stage without `motion`) has none in
+    any segment, and would lose every one of them, objects or not."""
+    out, entry = config.outputs, entry_stage(config.graph)
+    if out.store.recordings_kept != "motion" or entry is None or not out.store.enabled:
+        return []
+    return [f"outputs.store.recordings_kept: motion keeps only recordings with motion, and camera {s.id!r} "
+            f"(sources[{i}]) is recorded without its motion measured: set {entry.path}.motion (or "
+            f"{entry.path}.cameras.{s.id}.motion) to true, or keep its recordings by `active_objects`"
+            for i, s in enumerate(config.sources)
+            if s.id and out.record_for(s.record).enabled and not entry.rate(s.id).motion]
+
+
 def output_path_problems(config: Config) -> list[str]:
     """Every file the run will write must be its own, inside `outputs.dir`, and never one
     of its inputs: a collision silently destroys a file (two writers, or an input video
-    overwritten by its own output)."""
+    overwritten by its own output); nor may the store remove a recorded camera's files
+    by an activity it does not measure. Checked again for each camera added while running."""
     out = config.outputs
     root = os.path.realpath(out.dir)
     problems: list[str] = []
@@ -222,7 +237,7 @@ def output_path_problems(config: Config) -> list[str]:
                 claim(out.jsonl_path(s.id), "outputs.jsonl.filename", f"camera {s.id!r}'s JSON lines")
         else:
             claim(os.path.join(out.dir, out.jsonl.filename), "outputs.jsonl.filename", "the JSON lines file")
-    problems += _recording_claims(config, claim)
+    problems += _recording_claims(config, claim) + _kept_recordings_problems(config)
     if config.metrics.report:
         real = os.path.realpath(config.metrics.report)
         if real in owners:

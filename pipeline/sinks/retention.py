@@ -6,7 +6,7 @@ folder's `.written`) says one of its writers created, for a camera this run has
 (`names`: its video and JSON lines file names, with their segment stamps and part
 numbers; under `events/<camera>/`, its snapshots and clips), that is a plain file
 (never a symlink, never followed) and lies inside the folder once every link on the way
-is resolved. Of those, the oldest go first until what remains is under `max_bytes`, and
+is resolved: the rule the store's rows and removals keep too (`store.paths`). Of those, the oldest go first until what remains is under `max_bytes`, and
 any older than `max_age_s`; never a file still being written (`is_open`), never the
 newest of a camera's time-named segments (the one being written, whichever process
 writes it: on a cluster each host's retention sees the whole record but knows only its
@@ -30,13 +30,12 @@ from pipeline.config import OutputsConfig
 from pipeline.config.outputs import RetainConfig, stamped
 from pipeline.metrics.registry import Metrics
 from pipeline.metrics.snapshot import RetentionStats
-from pipeline.events.event_evidence import EVIDENCE_NAME
 from pipeline.recording.segments import STAMP_RE
 from pipeline.sinks.written import SHARED, WrittenIndex
+from pipeline.store.paths import EVENTS, is_evidence, path_problem
 
 log = logging.getLogger("pipeline.retention")
 
-EVENTS = "events"
 Owns = Callable[[str, str], bool]  # (path relative to the index's folder, camera) -> may this retention remove it
 
 
@@ -59,12 +58,12 @@ class Retention:
 
     def _files(self) -> list[tuple[float, int, str]]:
         """(modification time, size, path) of every file this retention may remove, oldest first."""
-        root = os.path.realpath(self.index.root)  # the output folder's: not a link under it (`events`)
         found, gone = [], []
         for relative, camera in self.index.entries().items():
-            path = os.path.join(self.index.root, relative)
-            if not self.owns(relative, camera) or os.path.commonpath([root, os.path.realpath(path)]) != root:
+            # inside the output folder, not this part's (a link under it, `events`, leads out)
+            if not self.owns(relative, camera) or path_problem(self.index.root, relative) is not None:
                 continue
+            path = os.path.join(self.index.root, relative)
             try:
                 st = os.lstat(path)
             except FileNotFoundError:
@@ -201,9 +200,7 @@ class OutputRetention:
         return self._names[key].fullmatch(relative) is not None
 
     def _owns_evidence(self, relative: str, camera: str) -> bool:
-        folder, name = os.path.split(relative)
-        return (folder == os.path.join(EVENTS, camera) and camera in self.cameras()
-                and re.fullmatch(EVIDENCE_NAME, name) is not None)
+        return is_evidence(relative, camera) and camera in self.cameras()
 
     def start(self) -> None:
         for part in self.parts:

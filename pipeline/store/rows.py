@@ -11,16 +11,23 @@ writes pictures of events only). Events become rows as they are; line crossings 
 entries add to their minute's counts. A recording segment (named by the frames' records)
 gets its start and end from the frames in it, its size from the file, and its activity:
 the time from a camera's previous frame to each frame with motion (`motion` in the
-record) or with objects (any detection), at most `GAP_S` per frame.
+record) or with objects (any detection), at most `GAP_S` per frame. A record naming a
+file no row may name (`store.paths`: outside the folder, a link, another camera's) has
+that name left out, said once in a line naming the file and the camera.
 """
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Callable
+
+from pipeline.store.paths import evidence_problem, recording_problem
+
+log = logging.getLogger("pipeline.store")
 
 GAP_S = 2.0  # a frame counts for at most this long towards its segment's activity (an outage is no activity)
 STALE_S = 120.0  # a track unseen this long (on its camera's clock) is final and leaves memory
@@ -124,12 +131,15 @@ class RowBuilder:
         self._dirty_segments: set[tuple[str, str]] = set()
         self._pending = Rows()
         self.gone = GoneFiles(root, exists)
+        self.refused = RefusedFiles(root)
 
     def add(self, record: dict, origin: float) -> None:
         """One frame's record (`sinks.jsonl.frame_record`), its camera's clock at `origin`."""
         if record.get("time") is None:
             return  # a frame without a timestamp has no place in time
         cam = record["camera"]
+        if not self.refused.recording(cam, record.get("recording")):
+            record = {**record, "recording": None, "recording_time": None}
         state = self.cameras.setdefault(cam, CameraRows())
         wall = origin + record["time"]
         step = 0.0 if state.previous is None else min(max(wall - state.previous, 0.0), GAP_S)
@@ -158,6 +168,7 @@ class RowBuilder:
         return row
 
     def _event(self, cam: str, state: CameraRows, e: dict, wall: float, record: dict) -> None:
+        e = self.refused.event(cam, e)
         kind, cls = e.get("event"), e.get("class")
         self._pending.events.append((self.run, cam, wall, kind, e.get("track"), cls, e.get("line"), e.get("zone"),
                                      e.get("direction"), e.get("snapshot"), e.get("clip"), e.get("recording"),
@@ -229,6 +240,42 @@ class RowBuilder:
             if state.latest == math.inf:
                 del self.cameras[cam]
         return rows
+
+
+class RefusedFiles:
+    """The files rows must not name for what they are (`store.paths`), each said once
+    (the last `KEPT` remembered: a run of months names new segments all along)."""
+
+    KEPT = 10000
+
+    def __init__(self, root: str):
+        self.root = root
+        self._sound: dict[tuple[str, str, str], bool] = {}  # (camera, kind, repr of the path) -> may be named
+
+    def _named(self, cam: str, kind: str, path: object, problem: Callable[[str, object, str], str | None]) -> bool:
+        key = (cam, kind, repr(path))
+        if key not in self._sound:
+            why = problem(self.root, path, cam)
+            if why is not None:
+                log.warning("store: camera %s names %s %s: refused, %s (no row names it)", cam, kind,
+                            path if isinstance(path, str) else repr(path), why)
+            self._sound[key] = why is None
+            if len(self._sound) > self.KEPT:
+                del self._sound[next(iter(self._sound))]
+        return self._sound[key]
+
+    def recording(self, cam: str, path: object) -> bool:
+        """Whether a row may name `path` as one of the camera's recordings (None: no file, it may)."""
+        return path is None or self._named(cam, "recording", path, recording_problem)
+
+    def event(self, cam: str, e: dict) -> dict:
+        """The event with the files no row may name left out."""
+        bad = [k for k, problem in (("snapshot", evidence_problem), ("clip", evidence_problem),
+                                    ("recording", recording_problem))
+               if e.get(k) is not None and not self._named(cam, k, e[k], problem)]
+        if not bad:
+            return e
+        return {**e, **{k: None for k in bad}, **({"recording_time": None} if "recording" in bad else {})}
 
 
 class GoneFiles:

@@ -12,7 +12,8 @@ the files. Once a minute tracks and events older than `max_days`, and counts old
 `counts_max_days`, leave the store; with `recordings_kept: motion` (or `active_objects`)
 the run's cameras' recording segments older than `recordings_days` that had no motion
 (no objects) are removed and forgotten, each camera's newest kept (Frigate's retain
-modes, from the segments' activity).
+modes, from the segments' activity): only plain files inside the folder named as this
+run's records name the camera's recordings (`paths.removal_problem`), whatever a row says.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import logging
 import math
 import os
 import queue
+import re
 import socket
 import threading
 import time
@@ -30,6 +32,7 @@ from typing import Callable
 from pipeline.errors import one_line
 from pipeline.store.backend import Backend
 from pipeline.store.flusher import Flusher, OnLost
+from pipeline.store.paths import removal_problem, series
 from pipeline.store.rows import RowBuilder
 from pipeline.store.runlog import RunLog
 from pipeline.store.tables import StoreError
@@ -55,11 +58,20 @@ class Budget:
         return self.rows_s is not None or self.counts_s is not None or self.activity is not None
 
 
-def remove_idle(flusher: Flusher, root: str, cameras: list[str], activity: str, ended_before: float) -> list[str]:
-    """Remove the cameras' recording segments that ended before `ended_before` without
-    `activity` (each camera's newest kept), the store forgetting them; the paths removed."""
+def remove_idle(flusher: Flusher, root: str, names: dict[str, list[re.Pattern]], activity: str,
+                ended_before: float, said: set[tuple[str, str]]) -> list[str]:
+    """Remove the recording segments of the cameras in `names` (each with the series of
+    its recordings' names) that ended before `ended_before` without `activity` (each
+    camera's newest kept), the store forgetting them; the paths removed. A row naming a
+    file the store may not remove leaves it, said once (`said`) naming the file and camera."""
     removed = []
-    for relative in flusher.idle_segments(cameras, ended_before, activity):
+    for camera, relative in [(c, p) for c in sorted(names) for p in flusher.idle_segments([c], ended_before, activity)]:
+        problem = removal_problem(root, relative, camera, names[camera])
+        if problem is not None:
+            if (camera, relative) not in said:
+                said.add((camera, relative))
+                log.error("store: camera %s's segment row names %s: not removed, %s", camera, relative, problem)
+            continue
         try:
             os.remove(os.path.join(root, relative))
         except FileNotFoundError:
@@ -86,7 +98,9 @@ class StoreWriter:
         self.flush_s = flush_s
         self.config_path = config_path
         self.budget = budget
-        self.cameras: set[str] = set()  # the cameras this run wrote: the only ones whose recordings it removes
+        self.names: dict[str, dict[str, re.Pattern]] = {}  # camera -> the series its recordings' names took here
+        self._recording: dict[str, str] = {}  # camera -> its latest recording file named
+        self._refused: set[tuple[str, str]] = set()  # rows naming files not to remove: said once
         self.runlog = RunLog(root)
         self.queue: queue.Queue = queue.Queue(queue_size)
         self.rows: RowBuilder | None = None
@@ -188,9 +202,9 @@ class StoreWriter:
                 return  # no frame of the camera had a time yet
             if (cam, origin) not in self._logged:
                 self._logged.add((cam, origin))
-                self.cameras.add(cam)
                 self.runlog.origin(self.key, cam, origin)
             self.rows.add(record, origin)
+            self._learn(cam, record.get("recording"))
         elif item[0] == "end":
             self.rows.end_camera(item[1])
         else:
@@ -198,6 +212,17 @@ class StoreWriter:
             self.rows.forget(item[1])  # and none built later
             self.flusher.forget(item[1])
             item[2].set()
+
+    def _learn(self, cam: str, path: object) -> None:
+        """The series of names the camera's recordings take in this run: the only files whose
+        rows may have them removed (a file of another camera, the camera's video, never)."""
+        assert self.rows is not None
+        if not isinstance(path, str) or self._recording.get(cam) == path or not self.rows.refused.recording(cam, path):
+            return
+        self._recording[cam] = path
+        pattern = series(path)
+        if pattern is not None:
+            self.names.setdefault(cam, {})[pattern.pattern] = pattern
 
     def _age(self) -> None:
         b = self.budget
@@ -207,6 +232,7 @@ class StoreWriter:
         if b.rows_s is not None or b.counts_s is not None:
             self.flusher.age_out(None if b.rows_s is None else now - b.rows_s,
                                  None if b.counts_s is None else now - b.counts_s)
-        if b.activity is not None and b.idle_s is not None and self.cameras:
+        if b.activity is not None and b.idle_s is not None and self.names:
             assert self.rows is not None
-            self.rows.forget(remove_idle(self.flusher, self.root, sorted(self.cameras), b.activity, now - b.idle_s))
+            names = {cam: list(found.values()) for cam, found in self.names.items()}
+            self.rows.forget(remove_idle(self.flusher, self.root, names, b.activity, now - b.idle_s, self._refused))

@@ -126,17 +126,19 @@ def test_rows_a_full_disk_refuses_are_tried_again_then_counted_lost(small_disk):
 
 
 def test_files_retention_removed_are_forgotten_before_forget_returns(tmp_path):
+    snap, clip = "events/gate/20261101T000000.500Z_1.jpg", "events/gate/20261101T000000.500Z_1.mp4"
+    rec1, rec2 = "gate.rec.20261101T000000Z.mp4", "gate.rec.20261101T000100Z.mp4"
     lost: Counter = Counter()
     w = writer(tmp_path, lost)
     w.start()
-    event = {"event": "enter", "track": 1, "class": "person", "zone": "lawn", "snapshot": "events/gate/1.jpg",
-             "clip": "events/gate/1.mp4", "recording": "gate.rec.1.mp4", "recording_time": 0.5}
-    w.offer(frame("gate", 0, track=1, recording="gate.rec.1.mp4", recording_time=0.5, events=[event]))
-    w.offer(frame("gate", 1, track=1, recording="gate.rec.2.mp4", recording_time=0.0))
+    event = {"event": "enter", "track": 1, "class": "person", "zone": "lawn", "snapshot": snap,
+             "clip": clip, "recording": rec1, "recording_time": 0.5}
+    w.offer(frame("gate", 0, track=1, recording=rec1, recording_time=0.5, events=[event]))
+    w.offer(frame("gate", 1, track=1, recording=rec2, recording_time=0.0))
     wait_for(lambda: rows_in(tmp_path / "store.db", "segments") == 2)
-    w.forget(["events/gate/1.jpg", "events/gate/1.mp4", "gate.rec.1.mp4"])
+    w.forget([snap, clip, rec1])
     db = sqlite3.connect(tmp_path / "store.db")
-    assert db.execute("SELECT path FROM segments").fetchall() == [("gate.rec.2.mp4",)]
+    assert db.execute("SELECT path FROM segments").fetchall() == [(rec2,)]
     assert db.execute("SELECT snapshot, clip, recording, recording_time FROM events").fetchall() == [
         (None, None, None, None)]
     assert db.execute("SELECT snapshot, recording, recording_time FROM tracks").fetchall() == [(None, None, None)]
@@ -205,25 +207,30 @@ def test_a_sigkilled_writer_leaves_a_store_that_opens_and_passes_its_integrity_c
     assert backend.begin_run(1.0, None, None) == 2
 
 
-def test_recordings_past_their_age_are_kept_only_where_they_had_motion(tmp_path):
+def test_recordings_past_their_age_are_kept_only_where_they_had_motion_or_objects(tmp_path):
     """Frigate's `motion` retain mode, from the segments' activity: the idle old segment
-    goes (file and row), the one with motion and each camera's newest stay."""
+    goes (file and row), the one with motion and each camera's newest stay, and so does
+    one with objects but no motion (recorded before the camera's motion was measured)."""
     from pipeline.store.writer import Budget
 
-    names = ["gate.rec.1.mp4", "gate.rec.2.mp4", "gate.rec.3.mp4", "yard.rec.1.mp4"]
+    names = [f"{cam}.rec.2026110{i}T000000Z.mp4"
+             for cam, i in (("gate", 1), ("gate", 2), ("gate", 3), ("gate", 4), ("yard", 1))]
     for name in names:
         (tmp_path / name).write_bytes(b"\0" * 100)
     lost: Counter = Counter()
     w = writer(tmp_path, lost, flush_s=0.05, budget=Budget(activity="motion_s", idle_s=0.5, every_s=0.1))
     w.start()
-    w.offer(frame("gate", 0, recording=names[0], recording_time=0.0))
-    w.offer(frame("gate", 1, recording=names[0], recording_time=0.1))  # no motion
+    w.offer(frame("gate", 0, 7, recording=names[0], recording_time=0.0))  # objects, no motion measured
+    w.offer(frame("gate", 1, 7, recording=names[0], recording_time=0.1))
     w.offer(frame("gate", 2, recording=names[1], recording_time=0.0, motion=True))
-    w.offer(frame("gate", 3, recording=names[2], recording_time=0.0))  # the newest: kept, idle or not
-    w.offer(frame("yard", 0, recording=names[3], recording_time=0.0))  # the camera's only one
-    wait_for(lambda: not (tmp_path / names[0]).exists())
+    w.offer(frame("gate", 3, recording=names[2], recording_time=0.0))
+    w.offer(frame("gate", 4, recording=names[2], recording_time=0.1))  # no motion, no objects: idle
+    w.offer(frame("gate", 5, recording=names[3], recording_time=0.0))  # the newest: kept, idle or not
+    w.offer(frame("yard", 0, recording=names[4], recording_time=0.0))  # the camera's only one
+    wait_for(lambda: not (tmp_path / names[2]).exists())  # the older ones were as old: looked at no later
     w.close()
-    assert sorted(p.name for p in tmp_path.glob("*.mp4")) == names[1:]
+    kept = [n for n in names if n != names[2]]
+    assert sorted(p.name for p in tmp_path.glob("*.mp4")) == kept
     db = sqlite3.connect(tmp_path / "store.db")
-    assert [p for p, in db.execute("SELECT path FROM segments ORDER BY path")] == names[1:]
+    assert [p for p, in db.execute("SELECT path FROM segments ORDER BY path")] == kept
     assert not lost
