@@ -81,6 +81,20 @@ def user_info(url: str) -> list[str]:
     return [secret] if secret else []
 
 
+def userinfo_problem(url: str) -> str | None:
+    """Why a URL's user info cannot be read as meant: a raw `@` in it (more than one `@`
+    before the host). This module masks up to the last one, as FFmpeg reads it, but a
+    driver such as libpq ends the password at the first and takes the rest for the host,
+    then names that host (the password's tail) in its error: such a URL is refused before
+    it is used."""
+    authority = url.partition("://")[2]
+    for end in "/?#":
+        authority = authority.partition(end)[0]
+    if authority.count("@") < 2:
+        return None
+    return "its user name or password holds a raw '@': write it percent-encoded (%40), e.g. user:p%40ss@host"
+
+
 def _mask_query(m: re.Match) -> str:
     return m.group("head") + MASK if secret_key(m.group("key")) and m.group("secret") else m.group(0)
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 
-from conftest import detector_model
+import pytest
+
+from conftest import ROOT, detector_model
 from pipeline.config import load_config
 from pipeline.config.secrets import register_config
-from pipeline.redact import RedactingFilter, redact, redact_data, register, url_secrets
+from pipeline.redact import RedactingFilter, redact, redact_data, register, url_secrets, userinfo_problem
 
 
 def test_a_url_shows_its_user_but_not_its_password_even_one_holding_an_at_sign():
@@ -63,3 +66,31 @@ def test_log_records_leave_redacted_with_their_tracebacks(caplog):
         log.exception("camera %s: %s", "a", "rtsp://admin:MsgPass66@cam/x")
     text = caplog.text
     assert "TbPass55" not in text and "MsgPass66" not in text and "rtsp://admin:***@cam/x" in text
+
+
+def test_a_raw_at_in_user_info_is_masked_up_to_the_last_at_and_named_a_problem():
+    for url in ("postgresql://u:p@ss@db.local/x", "postgresql://u:a@b@c@db.local:5432/x?sslmode=require"):
+        shown = redact(f"cannot open {url}: refused")
+        assert shown.startswith("cannot open postgresql://u:***@db.local") and "@ss" not in shown and "b@c" not in shown
+        assert "%40" in userinfo_problem(url)
+    assert userinfo_problem("postgresql://u:p%40ss@db.local/x") is None
+    assert userinfo_problem("postgresql://db.local/x?options=a@b") is None  # an `@` after the host is no user info
+
+
+@pytest.mark.parametrize("command", ["store check", "query"])
+def test_a_store_url_with_a_raw_at_in_its_password_is_one_line_without_any_of_it(
+        command, pipeline_cmd, write_config, model_path, sample_path):
+    from brokers import free_port
+
+    url = f"postgresql://pipeline:hun@ter2@127.0.0.1:{free_port()}/store"  # closed: nothing to reach
+    if command == "query":
+        args = ["query", "tracks", "--store", url]
+    else:
+        args = ["store", "check", "--config", write_config({
+            "sources": [{"id": "cam", "uri": sample_path("vtest.mp4")}], "models": {"det": detector_model(model_path)},
+            "graph": [{"detect": {"model": "det"}}], "outputs": {"store": {"url": url}}})]
+    r = subprocess.run([*pipeline_cmd, *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2 and r.stdout == "", r
+    (line,) = r.stderr.splitlines()
+    assert "postgresql://pipeline:***@127.0.0.1" in line and "percent-encoded (%40)" in line
+    assert "hun" not in line and "ter2" not in line

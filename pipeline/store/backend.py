@@ -17,8 +17,9 @@ from collections import Counter
 from typing import Any
 
 from pipeline.errors import one_line
-from pipeline.redact import redact
+from pipeline.redact import redact, userinfo_problem
 from pipeline.store.rows import EVENT_COLUMNS, SEGMENT_COLUMNS, TRACK_COLUMNS, Rows
+from pipeline.store.storelock import StoreLock
 from pipeline.store.tables import POSTGRES, SQLITE, Dialect, StoreError, migrate
 
 CONNECT_TIMEOUT_S = 5
@@ -69,11 +70,23 @@ def by_hour(counts: Counter) -> Counter:
     return hours
 
 
-def open_sqlite(path: str) -> "Backend":
+def not_a_folder(path: str) -> None:
+    """A store file's path that names a folder is a `StoreError`: SQLite would say only
+    that it cannot open it, and moving a folder aside as a damaged store is never right."""
+    if os.path.isdir(path):
+        raise StoreError(f"{path}: the store is a folder, not a file")
+
+
+def open_sqlite(path: str, lock: StoreLock | None = None) -> "Backend":
     """The SQLite store at `path`, created or brought up to date; `Damaged` where the file
-    is not a sound database."""
+    is not a sound database. `lock`: the store's lock the caller holds, released as the
+    store closes."""
+    not_a_folder(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+    except sqlite3.Error as e:
+        raise StoreError(f"{path}: the store cannot be opened: {one_line(e)}") from None
     try:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -90,12 +103,14 @@ def open_sqlite(path: str) -> "Backend":
     except BaseException:
         conn.close()
         raise
-    return Backend(conn, SQLITE, path)
+    return Backend(conn, SQLITE, path, lock)
 
 
 def open_postgres(url: str) -> "Backend":
     """The PostgreSQL store at `url`, its schema created or brought up to date."""
     where = redact(url)
+    if userinfo_problem(url):
+        raise StoreError(f"outputs.store.url: {where}: {userinfo_problem(url)}")
     try:
         import psycopg
     except ImportError:
@@ -113,10 +128,11 @@ class Backend:
     """A connection and the store's statements on it, in its dialect. Used by one thread at
     a time (the writer's, or a command's)."""
 
-    def __init__(self, conn: Any, dialect: Dialect, where: str):
+    def __init__(self, conn: Any, dialect: Dialect, where: str, lock: StoreLock | None = None):
         self.conn = conn
         self.dialect = dialect
         self.where = where
+        self.lock = lock  # a SQLite file's lock (`storelock`), held while this connection writes
 
     def _sql(self, statement: str) -> str:
         return self.dialect.sql(statement)
@@ -185,11 +201,15 @@ class Backend:
 
     def idle_segments(self, cameras: list[str], ended_before: float, activity: str) -> list[str]:
         """The recording segments of `cameras` that ended before `ended_before` without any
-        `activity` ("motion_s" or "objects_s"), each camera's newest left out."""
+        `activity` ("motion_s" or "objects_s"), each camera's newest left out. Kept by
+        motion, a segment with objects is kept too (as in Frigate, where objects come only
+        with motion): one recorded before the camera's motion was measured reads 0 s of
+        motion whatever it showed."""
         assert activity in ("motion_s", "objects_s")  # a column of ours, never the user's text
+        idle = "motion_s = 0 AND objects_s = 0" if activity == "motion_s" else "objects_s = 0"
         marks = ", ".join("?" * len(cameras))
         cur = self.conn.cursor()
-        cur.execute(self._sql(f'SELECT path FROM segments s WHERE camera IN ({marks}) AND "end" < ? AND {activity} = 0'
+        cur.execute(self._sql(f'SELECT path FROM segments s WHERE camera IN ({marks}) AND "end" < ? AND {idle}'
                               " AND start < (SELECT max(start) FROM segments n WHERE n.camera = s.camera)"
                               " ORDER BY start"), (*cameras, ended_before))
         paths = [row[0] for row in cur.fetchall()]
@@ -212,4 +232,6 @@ class Backend:
             self.conn.close()
         except Exception:
             pass
+        if self.lock is not None:
+            self.lock.release()
 

@@ -4,7 +4,9 @@ opened while many ask at once and closed when returned beyond the few.
 
 A location is a path (SQLite) or a `postgresql://` URL. SQLite connections are read-only
 (`query_only`) and wait a while for a writer's lock; PostgreSQL ones autocommit, so no
-transaction stays open between requests. A store of an older schema is brought up to
+transaction stays open between requests. Each query runs at most `time_limit_s` (SQLite:
+interrupted by a progress handler; PostgreSQL: `statement_timeout`), then is `TooMuch`. A
+store of an older schema is brought up to
 date on first open (`tables.migrate`); a newer one, a missing file or a database that
 holds no store is a `StoreError` naming the location.
 """
@@ -14,16 +16,21 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from typing import Any, Iterator, Sequence
 
 from pipeline.config.outputs import OutputsConfig
 from pipeline.errors import one_line
-from pipeline.redact import redact
+from pipeline.redact import redact, userinfo_problem
+from pipeline.store.filters import TooMuch
 from pipeline.store.opening import store_path
 from pipeline.store.tables import POSTGRES, SCHEMA_VERSION, SQLITE, Dialect, StoreError, migrate, stored_version
 
 KEPT = 4  # idle connections kept open
 BUSY_TIMEOUT_S = 5.0  # how long a SQLite read waits for a writer's checkpoint
+QUERY_TIME_S = 10.0  # how long one query may run: a heavier one is refused, not left to starve the cameras
+PROGRESS_STEPS = 10_000  # SQLite virtual machine steps between looks at the clock
+CANCELED = "57014"  # PostgreSQL's query_canceled: statement_timeout
 
 
 def is_url(location: str) -> bool:
@@ -40,6 +47,8 @@ def location_of(outputs: OutputsConfig) -> str | None:
 
 class Connections:
     """Lends connections to `location`'s store; `open` checks it can be read at all."""
+
+    time_limit_s: float = QUERY_TIME_S
 
     def __init__(self, location: str):
         self.location = location
@@ -77,6 +86,9 @@ class Connections:
             import psycopg
         except ImportError:
             raise StoreError(f"{self.where}: reading a PostgreSQL store needs psycopg (pip install psycopg)") from None
+        problem = userinfo_problem(self.location)
+        if problem:
+            raise StoreError(f"{self.where}: {problem}")
         try:
             self._errors = (psycopg.Error,)
             conn = psycopg.connect(self.location, connect_timeout=5)
@@ -86,6 +98,7 @@ class Connections:
             self._check(conn)  # in transactions: a migration step is all or nothing
             conn.rollback()
             conn.autocommit = True
+            conn.execute(f"SET statement_timeout = {max(1, round(self.time_limit_s * 1000))}")
         except BaseException:
             conn.close()
             raise
@@ -121,13 +134,20 @@ class Connections:
             conn.close()
 
     def fetch(self, statement: str, params: Sequence[Any]) -> list[tuple]:
-        """All rows of one statement written with `?` placeholders."""
+        """All rows of one statement written with `?` placeholders; `TooMuch` once it has
+        run `time_limit_s`."""
         with self.connection() as conn:
             cur = conn.cursor()
+            if self.dialect is SQLITE:
+                deadline = time.monotonic() + self.time_limit_s
+                conn.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_STEPS)
             try:
                 cur.execute(self.dialect.sql(statement), list(params))
                 return cur.fetchall()
             except self._errors as e:
+                if _timed_out(e):
+                    raise TooMuch(f"the query ran past {self.time_limit_s:g} s, the store's limit for one query: "
+                                  "ask for a shorter range, fewer cameras or more filters") from None
                 raise StoreError(f"{self.where}: the query failed: {redact(one_line(e))}") from e
             finally:
                 cur.close()
@@ -145,3 +165,11 @@ class Connections:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+
+
+def _timed_out(error: BaseException) -> bool:
+    """Whether a query failed for its time limit (SQLite's interrupt, PostgreSQL's
+    statement_timeout) rather than for the store."""
+    if isinstance(error, sqlite3.OperationalError):
+        return str(error) == "interrupted"
+    return getattr(error, "sqlstate", None) == CANCELED

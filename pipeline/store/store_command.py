@@ -4,9 +4,11 @@ at a store's health.
 `rebuild` reads the folder of a config (`--config`) or a folder alone (`--dir`: every
 `*.jsonl` file in it) and builds the store beside it (or `--to` a file); a SQLite store
 is built in a new file that then takes the old one's place, the old one kept aside
-(`store.db.replaced-<stamp>`): nothing is emptied. A PostgreSQL store (`outputs.store.url`)
-is rebuilt only into an empty database. A folder a run is writing is refused (`lock`: the
-run's lock on its output folder). `check` opens a store (bringing an older schema up to
+(`store.db.replaced-<stamp>`): nothing is emptied (`opening.build_aside`, as a run's
+start-up rebuild). A PostgreSQL store (`outputs.store.url`) is rebuilt only into an empty
+database. A folder a run is writing is refused (`lock`: the run's lock on its output
+folder), and so is a store file a run writes into, whatever folder it is in (`storelock`),
+or one holding rows of runs the folder's run log does not name (another folder's). `check` opens a store (bringing an older schema up to
 date), runs SQLite's `integrity_check` and says how many rows each table holds; exit 1
 where it is damaged.
 """
@@ -15,14 +17,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from contextlib import AbstractContextManager
 from typing import Callable
 
 from pipeline.config.outputs import JsonlOutputConfig, OutputsConfig
 from pipeline.errors import BAD_INPUT, DONE, FAILED, PipelineError
-from pipeline.store.backend import Backend, Damaged, open_postgres, open_sqlite
-from pipeline.store.opening import move_aside, store_path
+from pipeline.store.backend import Backend, Damaged, not_a_folder, open_postgres, open_sqlite
+from pipeline.store.opening import build_aside, store_path
 from pipeline.store.rebuild import jsonl_files, rebuild
+from pipeline.store.runlog import RunLog
+from pipeline.store.storelock import StoreLock
 from pipeline.store.tables import TABLES, StoreError
 
 Lock = Callable[[str], AbstractContextManager]  # the output folder's lock (`runloop.OutputLock`)
@@ -81,19 +86,44 @@ def rebuild_store(out: OutputsConfig, to: str | None) -> int:
         backend.close()
     else:
         target = os.path.abspath(to) if to else store_path(out)
-        building = target + ".rebuilding"
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(building + suffix):
-                os.remove(building + suffix)
-        backend = open_sqlite(building)
-        done = rebuild(out, backend)
-        backend.close()
-        kept = move_aside(target, "replaced") if os.path.exists(target) else None
-        os.replace(building, target)
+        not_a_folder(target)
+        lock = StoreLock(target)
+        lock.take(exclusive=True)  # no run writes into it meanwhile, however it is named
+        try:
+            _keeps_other_runs(target, out.dir)
+            done, kept = build_aside(out, target, "replaced")
+        finally:
+            lock.release()
     print(f"{target}: rebuilt from {len(files)} JSON lines file(s): {done.runs} run(s), {done.records} frame(s)"
           + (f", {done.skipped} line(s) that are not frames skipped" if done.skipped else "")
           + (f"; the store before kept as {kept}" if kept else ""))
     return DONE
+
+
+def _keeps_other_runs(target: str, root: str) -> None:
+    """Refuse to replace a store holding rows of runs that `root`'s run log does not name
+    (another folder's runs, where two configs share one store): rebuilt from `root`'s JSON
+    lines, their rows would be gone from it. A store that cannot be read has none to keep."""
+    if not os.path.lexists(target):
+        return
+    try:
+        backend = open_sqlite(target)
+    except Damaged:
+        return
+    try:
+        runs = backend.conn.execute(
+            "SELECT started, host, config FROM runs WHERE host IS NOT NULL AND (EXISTS (SELECT 1 FROM tracks"
+            " WHERE run = runs.id) OR EXISTS (SELECT 1 FROM events WHERE run = runs.id)) ORDER BY started").fetchall()
+    finally:
+        backend.close()
+    logged = {(run.started, run.host) for run in RunLog(root).read()}
+    others = [run for run in runs if (run[0], run[1]) not in logged]
+    if others:
+        started, host, config = others[0]
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started))
+        raise StoreError(f"{target}: holds {len(others)} run(s) with rows that {root}'s run log does not name "
+                         f"(the first: {when} UTC on {host}, config {config}); rebuilt from this folder their rows "
+                         "would be gone: rebuild --to another file, or move this store aside first")
 
 
 def _count(backend: Backend, table: str) -> int:
