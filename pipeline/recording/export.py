@@ -2,8 +2,8 @@
 copied from the segment files (never decoded or encoded).
 
 - **Times** are the wall clock, epoch seconds: a segment file's packet lies at its file's
-  stamp (the UTC second its first keyframe came, `recording.segments`) plus its time in
-  the file (every file starts at 0).
+  stamp (the UTC second its first keyframe came, `recording.segments`; a suffix `-N`
+  tells files of one second apart) plus its time in the file (every file starts at 0).
 - **The start** is the keyframe at or before the asked start (the pictures after it
   need it), where the recording runs on from it to the start; else the first keyframe
   after the start. **The end**: every packet decoded before it.
@@ -35,7 +35,7 @@ from pipeline.config.outputs import OutputsConfig
 from pipeline.errors import FAILED, PipelineError, one_line
 from pipeline.recording.file import FRAGMENTED, refusal
 from pipeline.recording.mp4 import playable_end
-from pipeline.recording.segments import segment_files, stamp_seconds
+from pipeline.recording.segments import segment_files, stamp_order, stamp_seconds
 
 GAP_S = 2  # a step in decode times beyond this is a gap (stamps count whole seconds)
 
@@ -77,7 +77,8 @@ def when(t: float | Fraction) -> str:
 
 def pieces_of(files: Iterable[tuple[str, str]]) -> list[Piece]:
     """The pieces of (stamp, path) pairs, oldest first."""
-    return sorted((Piece(path, int(stamp_seconds(stamp))) for stamp, path in files), key=lambda p: (p.start, p.path))
+    ordered = sorted(files, key=lambda f: (stamp_order(f[0]), f[1]))
+    return [Piece(path, int(stamp_seconds(stamp))) for stamp, path in ordered]
 
 
 def recorded(outputs: OutputsConfig, filenames: Iterable[str], camera: str) -> list[Piece]:

@@ -46,13 +46,13 @@ def say_once(said: set[str], camera: str, what: str) -> None:
 
 
 class Recording:
-    """One camera's recording. `path(stamp)` is the file of the segment starting then;
-    `after` the newest stamp already on disk (names only increase); `on_failure` reports
+    """One camera's recording. `path(stamp)` is the file of the segment starting then
+    (named by its true start, `segment_plan`); `on_failure` reports
     a write error once (the camera's outputs count it); `on_video(held, stream)` gets a
     copy of every video packet written, on the recording's timeline (event clips)."""
 
     def __init__(self, camera: str, root: str, config: RecordConfig, segment_s: float | None, live: bool,
-                 path: Callable[[str], str], after: str | None, on_failure: Callable[[BaseException], None],
+                 path: Callable[[str], str], on_failure: Callable[[BaseException], None],
                  on_file: Callable[[str], None] | None = None):
         self.camera = camera
         self.config = config
@@ -60,7 +60,7 @@ class Recording:
         self.on_file = on_file  # each segment file once it exists (the run's record of what it wrote)
         self.on_video: Callable | None = None
         self.stats = RecordingStats()
-        self.plan = SegmentPlan(root, path, segment_s, live, after)
+        self.plan = SegmentPlan(root, path, segment_s, live)
         # a live recording's timeline counts from here (its camera's timeline's: the source
         # sets it), a reconnect being a gap in time and a silent stream a stall; None: the
         # camera's media time, never the wall clock (a file's: its loops just go on)

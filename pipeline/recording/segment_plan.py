@@ -28,7 +28,7 @@ import av
 from pipeline.recording.file import check_holds, check_room
 from pipeline.recording.adts import audio_config
 from pipeline.recording.keyframe_params import described, remade
-from pipeline.recording.segments import SegmentClock
+from pipeline.recording.segments import TrueStampClock
 from pipeline.recording.stamps import Stamps
 
 KEEP_SEGMENTS = 64  # segments `spot` looks into: frames are seconds behind their packets, not hours
@@ -152,13 +152,15 @@ class Link(Stamps):
 class SegmentPlan:
     """Which keyframe starts a segment and what it is named (`recording.segments`' boundaries:
     a live camera's on the wall clock, a file's on its media time, named from the wall
-    clock at its first keyframe), and where a frame lies in the segments."""
+    clock at its first keyframe: its true start, whatever names are on disk, with a `-N`
+    suffix where that name is taken, `TrueStampClock`), and where a frame lies in the
+    segments."""
 
-    def __init__(self, root: str, path: Callable[[str], str], segment_s: float | None, live: bool, after: str | None):
+    def __init__(self, root: str, path: Callable[[str], str], segment_s: float | None, live: bool):
         self.root = root
         self.path = path  # a segment's stamp -> its file
         self.live = live
-        self.clock = SegmentClock(segment_s, after)
+        self.clock = TrueStampClock(segment_s, lambda name: os.path.lexists(path(name)))
         self.segments: list[Segment] = []  # replaced, never changed in place: `spot` reads it from other threads
         self.fragment_bytes = 0  # the largest fragment written so far (the writer keeps it)
         self.last_link: Link | None = None  # the connection of the latest keyframe

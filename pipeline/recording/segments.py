@@ -10,10 +10,14 @@ retention can remove the oldest.
   boundary is crossed only forwards: a clock that steps back never reopens a segment.
 - **Names**: `{start}` is the segment's start, UTC, ISO-8601 basic (`20261201T120000Z`):
   the first frame's wall-clock time (a file: the wall clock at its first frame plus the
-  media time since). A camera's stamps only increase: a segment that would start in the
-  second of the previous one (a resolution change) or before a segment already on disk
-  (a camera resumed or rerun) is stamped one second after it, so name order is write
-  order and nothing is overwritten.
+  media time since). A camera's video and JSON lines stamps only increase: a segment that
+  would start in the second of the previous one (a resolution change) or before a segment
+  already on disk (a camera resumed or rerun) is stamped one second after it, so name
+  order is write order (the rebuild reads them in that order) and nothing is overwritten.
+  A recording's file is named by its true start always (`TrueStampClock`: the store's
+  row, an export by range and the file's name tell the same time, a wall clock set back
+  included); where that name is taken (the same second, or a file of an earlier run) it
+  gets the first free suffix, `20261201T120000Z-1`, which every reader of names parses.
 - A resolution change starts a new segment too (H.264 in MP4 cannot change size in place).
 - A JSON lines file shared by all cameras rotates on the wall clock at the moment of
   writing, on the same boundaries (no camera's media time can speak for all of them).
@@ -26,11 +30,12 @@ import os
 import re
 import time
 from datetime import datetime, timezone
+from typing import Callable
 
 from pipeline.frames import Frame
 
 STAMP = "%Y%m%dT%H%M%SZ"
-STAMP_RE = r"\d{8}T\d{6}Z"
+STAMP_RE = r"\d{8}T\d{6}Z(?:-\d+)?"  # `-N`: a recording's name taken in its second
 START = "{start}"
 
 
@@ -40,7 +45,14 @@ def stamp(seconds: float) -> str:
 
 
 def stamp_seconds(text: str) -> float:
-    return datetime.strptime(text, STAMP).replace(tzinfo=timezone.utc).timestamp()
+    """The second a stamp names (a suffix, `-N`, only tells names of one second apart)."""
+    return datetime.strptime(text.partition("-")[0], STAMP).replace(tzinfo=timezone.utc).timestamp()
+
+
+def stamp_order(text: str) -> tuple[str, int]:
+    """How stamps sort: by their second, then their suffix (none first, `-2` before `-10`)."""
+    second, _, n = text.partition("-")
+    return second, int(n or 0)
 
 
 def segment_files(pattern: str) -> list[tuple[str, str]]:
@@ -56,7 +68,7 @@ def segment_files(pattern: str) -> list[tuple[str, str]]:
         m = matcher.fullmatch(path)
         if m:
             found.append((m.group(1), path))
-    return sorted(found)
+    return sorted(found, key=lambda f: (stamp_order(f[0]), f[1]))
 
 
 class SegmentClock:
@@ -85,6 +97,28 @@ class SegmentClock:
         return self.current
 
 
+class TrueStampClock(SegmentClock):
+    """A recording's segments: the same boundaries, each file named by its true start
+    whatever names came before (a wall clock set back, a rerun), so that its name says
+    when it was recorded; a name `taken` (on disk) or given already gets the first free
+    suffix `-N`."""
+
+    def __init__(self, length_s: float | None, taken: Callable[[str], bool]):
+        super().__init__(length_s)
+        self.taken = taken
+        self._given: set[str] = set()
+
+    def restart(self, name_s: float) -> str:
+        second = name = stamp(name_s)
+        n = 0
+        while name in self._given or self.taken(name):
+            n += 1
+            name = f"{second}-{n}"
+        self._given.add(name)
+        self.current = name
+        return name
+
+
 class FrameTime:
     """A frame's time for segment boundaries and for its segment's name: a live camera's
     capture on the wall clock; a file's media time, named from the wall clock at its first frame."""
@@ -107,7 +141,7 @@ class FrameTime:
 def last_stamp(*patterns: str) -> str | None:
     """The newest stamp among the files of these patterns (paths with `{start}`)."""
     stamps = [s for p in patterns for s, _ in segment_files(p)]
-    return max(stamps) if stamps else None
+    return max(stamps, key=stamp_order) if stamps else None
 
 
 class CameraSegments:

@@ -11,8 +11,10 @@ when the last of them ends.
 
 A camera that may run on more than one machine in turn writes under a lease (`sinks.lease`).
 A camera that returns under an id that ran before, or runs again beside recordings of
-an earlier run, continues in new files (its next video segment, its JSON lines
-appended): nothing it wrote is overwritten, and the rows of a recording kept stay.
+an earlier run, continues in new files (its next video segment); any run's JSON lines
+are appended to a file already there, and its video never replaces one (`VideoWriter`
+takes the next free name): nothing written before is overwritten, and the rows of a
+recording kept stay.
 """
 from __future__ import annotations
 
@@ -58,11 +60,10 @@ def time_segments(out: OutputsConfig, cam: str, live: bool, own_jsonl: bool) -> 
 
 def open_recording(out: OutputsConfig, cam: str, live: bool, record: RecordConfig,
                    on_failure: Callable[[BaseException], None], on_file: Callable[[str], None]) -> Recording:
-    """A camera's recording: it writes from the camera's first keyframe on, named after
-    any of its recordings already on disk."""
+    """A camera's recording: it writes from the camera's first keyframe on, each file
+    named by its true start (never one already on disk)."""
     return Recording(cam, out.dir, record, record.segment_for(live, out.video.segment_s), live,
-                     path=lambda stamp: out.record_path(cam, record.filename, stamp),
-                     after=last_stamp(out.record_path(cam, record.filename)), on_failure=on_failure,
+                     path=lambda stamp: out.record_path(cam, record.filename, stamp), on_failure=on_failure,
                      on_file=on_file)
 
 
@@ -142,11 +143,11 @@ class CameraOutputs:
         self.ran: set[str] = set()  # cameras opened before: an id that returns continues its files
         self.live: set[str] = set()  # live cameras: their events' JSON lines say when they were written
 
-    def _jsonl_writer(self, cam: str | None, path: str, append: bool = False, lease=None) -> JsonlWriter:
+    def _jsonl_writer(self, cam: str | None, path: str, lease=None) -> JsonlWriter:
         """A camera's JSON lines writer (`cam` None: the one all cameras share), whose file
         is entered in the record of what the run wrote and whose lost lines are counted."""
         owner = SHARED if cam is None else cam
-        return JsonlWriter(path, self.outputs.jsonl.flush_s, append, lease, on_file=lambda f: self.index.add(owner, f),
+        return JsonlWriter(path, self.outputs.jsonl.flush_s, lease, on_file=lambda f: self.index.add(owner, f),
                            on_lost=lambda c, n: self.metrics.lost(c, "jsonl", n))
 
     def open(self, cam: str, live: bool, resume: Resume = Resume(), on_packet: OnPacket | None = None,
@@ -157,16 +158,16 @@ class CameraOutputs:
         out = self.outputs
         self.failures.forget(cam)
         self.fenced.discard(cam)
-        if cam in self.ran or beside_recordings(out, cam, record):  # new segments, JSON lines appended
+        if cam in self.ran or beside_recordings(out, cam, record):  # new segments (JSON lines are always appended)
             segment = next_segment(out.video_path(cam)) if out.video.enabled else 0
-            resume = replace(resume, segment=max(resume.segment, segment), append=True)
+            resume = replace(resume, segment=max(resume.segment, segment))
         self.ran.add(cam)
         (self.live.add if live else self.live.discard)(cam)
         if (seg := time_segments(out, cam, live, own_jsonl=self.jsonl.shared is None)) is not None:
             self.segments[cam] = seg
         lease = Lease(out.dir, cam, resume.epoch).check if resume.epoch else None
         if out.jsonl.enabled:
-            self.jsonl.open(cam, resume.append, lease, out.video.segment_for(live), live)
+            self.jsonl.open(cam, lease, out.video.segment_for(live), live)
         if out.video.enabled:
             # live cameras (and cameras that may move between machines) write crash-safe fragmented MP4
             fragmented = out.video.fragmented if out.video.fragmented is not None else live or resume.segment > 0

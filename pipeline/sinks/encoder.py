@@ -11,7 +11,9 @@ files (the packets `on_packet` sees run on, as the JSON lines' `time` does); eac
 starts at 0 in its container (no edit list), so every player shows it from its start.
 A resolution change (a camera that comes back at another size) without time segments
 continues in `<name>.partN.mp4`: an H.264 stream in MP4 cannot change size in place,
-and players handle segments better than a rescaled picture.
+and players handle segments better than a rescaled picture. A file is never written
+over: where its name is taken (an earlier run's video), the writer takes the next free
+`.partN` name, said in one log line (a video cannot be appended to).
 Conversion uses OpenCV's BGR->I420 (about 2x cheaper than PyAV's own conversion).
 A hardware encoder (`codec: h264_nvenc`) that cannot open falls back to libx264 with its
 own preset and crf: `options` belong to the configured encoder only (NVENC's `preset:
@@ -226,6 +228,21 @@ class DiskRoom:
         return free_bytes(os.path.dirname(path) or ".") < self.low_space + frames * INDEX_BYTES_PER_FRAME
 
 
+def free_file(path: str, base: str, segment: int) -> tuple[str, int]:
+    """Where a writer's next file goes, and its part number: `path`, or where that is taken
+    (an earlier run's file) the first free `.partN` after it, said once, so nothing there
+    is overwritten. A writer's own parts (`base`'s, `segment` the current) go on counting."""
+    if not os.path.lexists(path):
+        return path, segment
+    mine = path == segment_path(base, segment)
+    base, n = (base, segment + 1) if mine else (path, 1)
+    while os.path.lexists(segment_path(base, n)):
+        n += 1
+    log.warning("%s is already there: this video goes to %s instead (a video is never written over)", path,
+                segment_path(base, n))
+    return segment_path(base, n), n if mine else segment
+
+
 class VideoWriter:
     def __init__(self, path: str, config: VideoOutputConfig, encoder_threads: int = 1, fragmented: bool = False,
                  segment: int = 0, lease: Callable[[], None] | None = None, on_packet: OnPacket | None = None,
@@ -255,7 +272,8 @@ class VideoWriter:
         return self.file if self._container is not None else None
 
     def _open(self, frame: Frame, width: int, height: int) -> None:
-        path = self.file
+        path, self.segment = free_file(self.file, self.path, self.segment)
+        self.file = path
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         if not self.fragmented and path.endswith(MP4) and self.room.short(path, now=True):
             self._go_fragmented()

@@ -21,13 +21,17 @@ loses at most that much, as with the fragmented video, and never leaves half a l
 write that a full disk cuts short is cut back to the last whole line (`append_whole`)
 and its lines are counted lost, per camera (`on_lost`). A file is created with its
 first lines (a camera that never delivers a frame leaves no empty file); `on_file`
-hears of it (the run's record of what it wrote, see `sinks.written`). `rotate` moves on
+hears of it (the run's record of what it wrote, see `sinks.written`). A file that is
+already there (a rerun, a camera that returns or resumed) is appended to, never
+truncated, said in one log line; a last line an earlier process left half written is
+ended first, so the new lines each stay a line of their own. `rotate` moves on
 to the next time segment's file: what waits is appended to the current file first, so
 a line is in the segment of its frame, once.
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -40,6 +44,8 @@ from pipeline.config.outputs import JsonlOutputConfig
 from pipeline.frames import Frame
 from pipeline.recording.segment_plan import RecordingSpot
 from pipeline.recording.segments import START, WallSegments, last_stamp
+
+log = logging.getLogger("pipeline.sink")
 
 OnFile = Callable[[str], None]  # a file was created (its path)
 OnLost = Callable[[str, int], None]  # (camera, lines) that could not be written
@@ -56,6 +62,27 @@ def append_whole(fd: int, data: bytes) -> None:
     except OSError:
         os.ftruncate(fd, start)
         raise
+
+
+def open_for_appending(path: str) -> int:
+    """`path` opened to append to: what an earlier run wrote there stays (a rerun, a camera
+    that returns), said once; a last line it left half written (killed mid-write, a torn
+    copy) is ended with a newline first, so no new line is glued to it (a rebuild counts
+    it among the lines that are not frame records)."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            append_whole(fd, b"\n")
+            log.warning("%s: its last line was left half written (%d bytes in all); it is ended there and this "
+                        "run's lines follow it", path, size)
+        elif size:
+            log.info("%s: already holds %d bytes; this run's lines are appended after them", path, size)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
 
 
 def frame_record(frame: Frame, spot: RecordingSpot | None = None, recorded: bool = False,
@@ -132,12 +159,10 @@ class JsonlWriter:
     """Thread-safe appender; one instance per output file, opened on its first line.
     `lease` raises when this writer may no longer write (its camera moved elsewhere)."""
 
-    def __init__(self, path: str, flush_s: float = 1.0, append: bool = False,
-                 lease: Callable[[], None] | None = None, on_file: OnFile | None = None,
-                 on_lost: OnLost | None = None):
+    def __init__(self, path: str, flush_s: float = 1.0, lease: Callable[[], None] | None = None,
+                 on_file: OnFile | None = None, on_lost: OnLost | None = None):
         self.path = path
         self.flush_s = flush_s
-        self.append = append  # a camera resumed elsewhere continues its file
         self.lease = lease
         self.on_file = on_file
         self.on_lost = on_lost
@@ -166,9 +191,7 @@ class JsonlWriter:
         pending, self._pending = self._pending, []
         try:
             if self._fd is None:
-                os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-                mode = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if self.append else os.O_TRUNC)
-                self._fd = os.open(self.path, mode, 0o644)
+                self._fd = open_for_appending(self.path)
                 if self.on_file is not None:
                     self.on_file(self.path)
             append_whole(self._fd, "".join(line for _, line in pending).encode("utf-8"))
@@ -186,7 +209,6 @@ class JsonlWriter:
                 os.close(self._fd)
                 self._fd = None
             self.path = path
-            self.append = False
             self._flushed = time.monotonic()
 
     @property
@@ -250,7 +272,7 @@ class InTimeOrder:
                 del self.waiting[cam]
 
 
-MakeWriter = Callable[..., "JsonlWriter"]  # (camera or None: shared, path, append=False, lease=None)
+MakeWriter = Callable[..., "JsonlWriter"]  # (camera or None: shared, path, lease=None)
 
 
 class JsonlFiles:
@@ -272,14 +294,13 @@ class JsonlFiles:
         if config.enabled and "{camera}" not in config.filename:
             self.shared = make(None, path("", None))
 
-    def open(self, cam: str, append: bool, lease: Callable[[], None] | None, segment_s: float | None,
-             live: bool = False) -> None:
+    def open(self, cam: str, lease: Callable[[], None] | None, segment_s: float | None, live: bool = False) -> None:
         with self._lock:
             if self.shared is None:
-                self.writers[cam] = self.make(cam, self.path(cam, None), append, lease)
+                self.writers[cam] = self.make(cam, self.path(cam, None), lease)
                 return
             if self.shared.closed:  # every camera had ended
-                self.shared = self.make(None, self.shared.path, True)
+                self.shared = self.make(None, self.shared.path)
             if not live:
                 with self._merge:
                     self._order.add_camera(cam)

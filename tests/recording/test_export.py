@@ -164,7 +164,7 @@ def test_a_reconnect_inside_one_file_is_a_gap_said_too(tmp_path):
     in time, kept and said like a gap between files."""
     source = clip(tmp_path, "a.mp4", frames=20)
     rec = Recording("cam", str(tmp_path / "out"), RecordConfig(enabled=True), None, True,
-                    path=lambda s: str(tmp_path / "out" / f"cam.rec.{s}.mp4"), after=None, on_failure=print)
+                    path=lambda s: str(tmp_path / "out" / f"cam.rec.{s}.mp4"), on_failure=print)
     for i in range(2):
         if i:
             time.sleep(5)  # the camera is away: the live timeline follows the wall clock

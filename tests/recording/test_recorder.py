@@ -39,7 +39,7 @@ def recording(out, **config) -> tuple[Recording, list[BaseException]]:
     cfg = RecordConfig(enabled=True, **config)
     rec = Recording("cam", str(out), cfg, cfg.segment_s or None, False,
                     path=lambda stamp: os.path.join(str(out), f"cam.rec.{stamp}{os.path.splitext(cfg.filename)[1]}"),
-                    after=None, on_failure=failures.append)
+                    on_failure=failures.append)
     return rec, failures
 
 

@@ -89,7 +89,7 @@ def test_a_camera_that_reconnects_before_anything_was_recorded_has_no_gap(tmp_pa
     cfg = RecordConfig(enabled=True)
     out = str(tmp_path / "out")
     rec = Recording("cam", out, cfg, None, True, path=lambda stamp: os.path.join(out, f"cam.rec.{stamp}.mp4"),
-                    after=None, on_failure=lambda e: None)
+                    on_failure=lambda e: None)
     for _ in range(3):
         Connection(SourceConfig(id="cam", uri=path), lambda why: None, tap=rec).close()
     assert rec.stats.gaps == 0 and rec.stats.packets == 0

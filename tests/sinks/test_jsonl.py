@@ -44,7 +44,7 @@ def record(cam: str, seq: int, rate: int = 10) -> dict:
 
 def shared_file(path: str, flush_s: float = 1.0) -> JsonlFiles:
     return JsonlFiles(JsonlOutputConfig(flush_s=flush_s), lambda cam, start: path,
-                      lambda cam, file, append=False, lease=None: JsonlWriter(file, flush_s, append, lease))
+                      lambda cam, file, lease=None: JsonlWriter(file, flush_s, lease))
 
 
 def close(files: JsonlFiles, cam: str, last: bool) -> None:
@@ -56,7 +56,7 @@ def test_a_shared_file_holds_file_cameras_lines_in_time_order_whatever_order_the
     path = str(tmp_path / "detections.jsonl")
     files = shared_file(path)
     for cam in ("a", "b"):
-        files.open(cam, False, None, None)
+        files.open(cam, None, None)
     arrivals = [("b", 0), ("b", 1), ("b", 2), ("a", 0), ("b", 3), ("a", 1), ("a", 2), ("a", 3), ("a", 4)]
     for cam, seq in arrivals:
         files.write(cam, None, record(cam, seq))
@@ -71,8 +71,8 @@ def test_a_shared_file_holds_file_cameras_lines_in_time_order_whatever_order_the
 def test_a_live_cameras_lines_never_wait_for_the_others(tmp_path):
     path = str(tmp_path / "detections.jsonl")
     files = shared_file(path, flush_s=0.0)
-    files.open("file", False, None, None)
-    files.open("live", False, None, None, live=True)
+    files.open("file", None, None)
+    files.open("live", None, None, live=True)
     files.write("file", None, record("file", 0))
     for seq in range(3):
         files.write("live", None, record("live", seq))
@@ -89,3 +89,23 @@ def test_a_file_cameras_events_carry_no_wall_clock_time_and_each_row_says_whethe
     file_row, live_row = frame_record(frame, wall_time=False), frame_record(frame)
     assert "time" not in file_row["events"][0] and live_row["events"][0]["time"] == 1700000000.0
     assert file_row["detected"] is True and [d["predicted"] for d in file_row["detections"]] == [False, True]
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["own-file", "shared-file"])
+def test_a_file_already_there_is_appended_to_and_a_half_line_left_in_it_is_ended_first(tmp_path, caplog, shared):
+    path = tmp_path / ("detections.jsonl" if shared else "cam.jsonl")
+    earlier = [json.dumps(record("cam", seq)) for seq in range(7)]
+    half = '{"camera":"cam","seq":7,"ti'  # an earlier run killed mid-line
+    path.write_text("\n".join(earlier) + "\n" + half)
+    files = shared_file(str(path)) if shared else JsonlFiles(
+        JsonlOutputConfig(filename="{camera}.jsonl"), lambda cam, start: str(path),
+        lambda cam, file, lease=None: JsonlWriter(file, 1.0, lease))
+    files.open("cam", None, None)
+    for seq in range(3):
+        files.write("cam", None, record("cam", seq))
+    with caplog.at_level("INFO", logger="pipeline.sink"):
+        close(files, "cam", last=True)
+    lines = path.read_text().split("\n")
+    assert lines[:7] == earlier and lines[7] == half and lines[-1] == ""
+    assert [json.loads(line)["seq"] for line in lines[8:-1]] == [0, 1, 2]
+    assert [r.levelname for r in caplog.records if str(path) in r.getMessage()] == ["WARNING"]

@@ -29,7 +29,7 @@ def refused_camera(folder, stop: threading.Event) -> tuple[RecordingFeed, Record
                           reconnect=ReconnectConfig(**BACKOFF))
     record = RecordConfig(enabled=True)
     recording = Recording("door", str(folder), record, None, True, path=lambda stamp: str(folder / f"{stamp}.mp4"),
-                          after=None, on_failure=lambda e: None)
+                          on_failure=lambda e: None)
     camera_stop = threading.Event()
     feed = RecordingFeed(config, recording, lambda s: wait_unless(stop, camera_stop, s),
                          lambda: stop.is_set() or camera_stop.is_set())

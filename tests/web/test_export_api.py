@@ -38,7 +38,7 @@ def out(tmp_path_factory):
            codec=("libx264", {"bf": "2", "g": "5", "preset": "ultrafast"}))
     failures: list[BaseException] = []
     rec = Recording("cam", str(folder / "out"), RecordConfig(enabled=True, segment_s=1), 1, False,
-                    path=lambda s: str(folder / "out" / f"cam.rec.{s}.mp4"), after=None, on_failure=failures.append)
+                    path=lambda s: str(folder / "out" / f"cam.rec.{s}.mp4"), on_failure=failures.append)
     connection = Connection(SourceConfig(id="cam", uri=source), lambda why: None, tap=rec)
     assert sum(1 for _ in connection.frames(lambda: False)) == 40
     connection.close()
