@@ -30,7 +30,7 @@ from pipeline.config import OutputsConfig
 from pipeline.config.outputs import RetainConfig, stamped
 from pipeline.metrics.registry import Metrics
 from pipeline.metrics.snapshot import RetentionStats
-from pipeline.recording.segments import STAMP_RE
+from pipeline.recording.segments import STAMP_RE, stamp_order
 from pipeline.sinks.written import SHARED, WrittenIndex
 from pipeline.store.paths import EVENTS, is_evidence, path_problem
 
@@ -131,13 +131,13 @@ class Retention:
 
 def newest_segments(paths: Iterable[str]) -> set[str]:
     """The newest file of each series of time-named segments (same name but the stamp)."""
-    newest: dict[str, str] = {}
+    newest: dict[str, tuple[tuple[str, int], str]] = {}
     for path in paths:
         found = re.search(STAMP_RE, os.path.basename(path))
         if found:
             key = os.path.join(os.path.dirname(path), re.sub(STAMP_RE, "", os.path.basename(path)))
-            newest[key] = max(newest.get(key, path), path)
-    return set(newest.values())
+            newest[key] = max(newest.get(key, (stamp_order(found.group()), path)), (stamp_order(found.group()), path))
+    return {path for _, path in newest.values()}
 
 
 def template_names(template: str, camera: str) -> str:

@@ -167,3 +167,14 @@ def test_the_counts_at_the_end_are_the_folders(tmp_path):
     run.close()
     stats = metrics.snapshot().retention["outputs"]
     assert (stats.removed_files, stats.kept_bytes) == (1, 500)
+
+
+def test_the_newest_of_a_series_is_told_by_its_stamp_and_suffix_not_by_the_names_text():
+    """A recording named in a second already taken gets `-N` (the clock went back): `-10`
+    is newer than `-2`, and both newer than the second's first file, though their text
+    sorts the other way round."""
+    from pipeline.sinks.retention import newest_segments
+
+    names = ["door.rec.20261207T010000Z.mp4", "door.rec.20261207T010000Z-2.mp4", "door.rec.20261207T010000Z-10.mp4",
+             "gate.rec.20261207T005959Z.mp4"]
+    assert newest_segments(names) == {"door.rec.20261207T010000Z-10.mp4", "gate.rec.20261207T005959Z.mp4"}
