@@ -7,6 +7,9 @@ by a thread of its own at most every `interval_s`, only when it changed. Motion 
 objects are latched between two messages: something seen for one frame still shows.
 Entities appear as the run shows them: a line or zone with the first frame that carries
 it, a class with its first object counted, motion once the camera's motion is measured.
+A line or zone that a reload renamed or took away goes with the first frame without it:
+its configs are cleared (an empty retained message removes the entity) and the status no
+longer holds its counts or occupancy; a renamed one is announced under its new name.
 
 A connection of its own carries it, with a last will (`offline`, retained, on the
 availability topic) that the broker publishes if the process dies; `online` follows
@@ -63,12 +66,29 @@ class CameraStatus:
     lines: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # line -> class -> direction -> n
     zones: dict[str, dict] = field(default_factory=dict)   # zone -> {"occupancy": n, "classes": {class: n}}
     last_event: Event | None = None
+    retired: dict[str, Entity] = field(default_factory=dict)  # announced, then gone (a reload): configs to clear
 
     def add(self, *entities: Entity) -> list[Entity]:
         """The entities not announced yet, now held as announced."""
         new = [e for e in entities if e.key not in self.entities]
         self.entities.update((e.key, e) for e in new)
+        for e in new:
+            self.retired.pop(e.key, None)
         return new
+
+    def retire(self, frame: Frame) -> list[Entity]:
+        """The lines and zones the camera no longer has (a reload renamed or removed them:
+        each frame carries all it has): taken out of the status, their entities returned
+        to be removed from Home Assistant."""
+        gone: list[Entity] = []
+        for line in set(self.lines) - {ln.name for ln in frame.lines}:
+            classes = [None, *self.lines.pop(line)]
+            gone += [line_entity(line, d, c) for c in classes for d in DIRECTIONS]
+        for zone in set(self.zones) - {z.name for z in frame.zones}:
+            gone += [zone_entity(zone, c) for c in [None, *self.zones.pop(zone)["classes"]]]
+        gone = [self.entities.pop(e.key) for e in gone if e.key in self.entities]
+        self.retired.update((e.key, e) for e in gone)
+        return gone
 
     def observe(self, frame: Frame) -> list[Entity]:
         """Take in a frame; returns the entities it shows for the first time."""
@@ -162,6 +182,7 @@ class HomeAssistant:
         """Called by the sink for every frame it writes."""
         with self._lock:
             status = self._camera(frame.camera)
+            self._remove(frame.camera, status.retire(frame))
             self._announce(frame.camera, status.observe(frame))
 
     def _camera(self, camera: str) -> CameraStatus:
@@ -176,6 +197,13 @@ class HomeAssistant:
         for entity in entities:
             topic, payload = self.discovery.message(camera, entity)
             self.client.publish(topic, json.dumps(payload), qos=0, retain=True)  # none while away: all on connect
+
+    def _remove(self, camera: str, entities: list[Entity]) -> None:
+        """An empty retained config is how Home Assistant is told an entity is gone (and the
+        broker forgets the config); the camera's next status no longer holds its value."""
+        for entity in entities:
+            topic, _ = self.discovery.message(camera, entity)
+            self.client.publish(topic, b"", qos=0, retain=True)  # none while away: all on connect
 
     def _publish(self, camera: str, again: bool = False) -> None:
         """The camera's status, where it changed since the last one sent (or `again`)."""
@@ -205,6 +233,7 @@ class HomeAssistant:
         """Every config and status again."""
         with self._lock:
             for camera, status in self.cameras.items():
+                self._remove(camera, list(status.retired.values()))
                 self._announce(camera, list(status.entities.values()))
                 self._publish(camera, again=True)
 

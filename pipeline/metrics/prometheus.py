@@ -55,6 +55,8 @@ def _camera_metrics(cams: dict[str, CameraSnapshot]) -> Iterator[Metric]:
                    [([c], v.processed) for c, v in cams.items()])
     yield _counter("pipeline_camera_frames_dropped", "Frames dropped per camera and reason", ["camera", "reason"],
                    [([c, r], n) for c, v in cams.items() for r, n in v.dropped.items()])
+    yield _counter("pipeline_camera_frames_skipped", "Frames left out on purpose (stride, max_fps) per camera and reason",
+                   ["camera", "reason"], [([c, r], n) for c, v in cams.items() for r, n in v.skipped.items()])
     yield _counter("pipeline_camera_errors", "Frame errors per camera", ["camera"],
                    [([c], v.errors) for c, v in cams.items()])
     yield _counter("pipeline_camera_decode_errors", "Unreadable packets skipped per camera", ["camera"],

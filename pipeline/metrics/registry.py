@@ -47,11 +47,13 @@ class CameraStats:
     video_frames_lost: int = 0  # frames its video does not hold (a full disk, a failed encoder)
     jsonl_lines_lost: int = 0  # JSON lines not written
     store_lost: int = 0  # frames' records and rows the store could not keep (a full queue, a refusing database)
-    dropped: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    dropped: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # reason -> frames lost on the way
+    skipped: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # `stride`, `max_fps`: left out on purpose
     latency: Histogram = field(default_factory=Histogram)
     state: CameraState = CameraState.STARTING
     detail: str = ""  # redacted when set: state events and /api/cameras carry it
     reconnects: int = 0
+    attempts: int = 0  # failed tries to connect since its last frame (0: it streams)
     downtime_s: float = 0.0  # the outages that ended
     down_since: float | None = None  # time.monotonic() of the last frame before the outage going on
     first_out: float | None = None
@@ -93,8 +95,8 @@ class CameraStats:
         fps = (self.processed - 1) / span if span > 0 and self.processed > 1 else 0.0
         return CameraSnapshot(
             state=self.state.value, detail=self.detail, frames_in=self.frames_in, processed=self.processed,
-            dropped=dict(self.dropped), errors=self.errors, decode_errors=self.decode_errors,
-            output_errors=dict(self.output_errors), fps=round(fps, 2), reconnects=self.reconnects,
+            dropped=dict(self.dropped), skipped=dict(self.skipped), errors=self.errors, decode_errors=self.decode_errors,
+            output_errors=dict(self.output_errors), fps=round(fps, 2), reconnects=self.reconnects, attempts=self.attempts,
             downtime_s=round(self.downtime(now), 2), latency=Latency.of(self.latency),
             recent=recent_of([self.recent], now), counts=self.nested_counts(),
             occupancy=dict(self.occupancy), stationary=dict(self.stationary), segment=self.segment,
@@ -255,9 +257,13 @@ class Metrics:
             counts.runs, counts.predicted, counts.gated = (counts.runs + ran, counts.predicted + (not ran),
                                                            counts.gated + (reason == "still"))
 
-    def frame_in(self, cam: str) -> None:
+    def frame_in(self, cam: str, skipped: str | None = None) -> None:
+        """A frame decoded; `skipped`: why the camera's settings leave it out (`stride`, `max_fps`), not a drop."""
         with self._lock:
-            self.camera(cam).frames_in += 1
+            stats = self.camera(cam)
+            stats.frames_in += 1
+            if skipped:
+                stats.skipped[skipped] += 1
 
     def frame_out(self, cam: str, latency_s: float) -> None:
         stats = self.camera(cam)
@@ -280,8 +286,7 @@ class Metrics:
     def stage_busy(self, stage: str, seconds: float, items: int = 1) -> None:
         with self._lock:
             s = self.stages[stage]
-            s.items += items
-            s.busy_s += seconds
+            s.items, s.busy_s = s.items + items, s.busy_s + seconds
 
     def sample_process(self) -> None:
         """Update CPU% since the last sample and the peak thread count."""

@@ -35,6 +35,8 @@ def _notes(c: CameraSnapshot) -> list[str]:
     notes = [f"moved {c.moves}x"] if c.moves else []
     if c.dropped:
         notes.append("drops: " + ", ".join(f"{k} {v}" for k, v in sorted(c.dropped.items())))
+    if c.skipped:
+        notes.append("skipped: " + ", ".join(f"{k} {v}" for k, v in sorted(c.skipped.items())))
     if c.reconnects:
         notes.append(f"{c.reconnects} reconnect(s), down {c.downtime_s:.1f}s")
     if c.detail:

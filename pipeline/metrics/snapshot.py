@@ -81,12 +81,14 @@ class CameraSnapshot:
     detail: str = ""
     frames_in: int = 0
     processed: int = 0
-    dropped: dict[str, int] = field(default_factory=dict)  # reason -> frames
+    dropped: dict[str, int] = field(default_factory=dict)  # reason -> frames lost on the way
+    skipped: dict[str, int] = field(default_factory=dict)  # reason (`stride`, `max_fps`) -> frames left out on purpose
     errors: int = 0
     decode_errors: int = 0
     output_errors: dict[str, str] = field(default_factory=dict)  # output (video, jsonl) -> why it stopped
     fps: float = 0.0  # over the run: its frames from the first to the last one out, outages included
     reconnects: int = 0
+    attempts: int = 0  # failed tries to connect since its last frame: counts up while it is down
     downtime_s: float = 0.0  # the outage going on included
     latency: Latency = field(default_factory=Latency)  # over the run
     recent: Recent = field(default_factory=Recent)

@@ -82,7 +82,7 @@ class VideoSource:
         self._said: set[str] = set()  # decoder fallbacks said once per camera, not per connection
         self.stop_event = threading.Event()  # this camera only (removed while the others go on)
         self._wait = functools.partial(wait_unless, control.stop, self.stop_event)  # sleeps, waking when stopped
-        self.health = CameraHealth(self.camera, metrics)
+        self.health = CameraHealth(self.camera, metrics, max_frames)
         self.stats: CameraStats = self.health.stats
         self.reconnect = Reconnect(config.reconnect)
         self.framing: Framing | None = None  # made when its thread starts

@@ -80,9 +80,8 @@ class Framing:
         reason = self.gate.reject(seq, t)  # also for skipped frames: the same frames are kept
         if seq < self.resume.start_at:
             return None  # processed before this camera moved here
-        self.metrics.frame_in(self.camera)
+        self.metrics.frame_in(self.camera, skipped=reason)
         if reason:
-            self.metrics.drop(self.camera, reason)
             return None
         if self.paced:
             now = self._due(pts, tb, now, connection.rate)

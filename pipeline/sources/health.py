@@ -17,10 +17,12 @@ LOG_EVERY_BAD_PACKET = 100  # after the first one, log every Nth
 
 
 class CameraHealth:
-    def __init__(self, camera: str, metrics: Metrics):
+    def __init__(self, camera: str, metrics: Metrics, max_frames: int | None = None):
         self.camera = camera
         self.metrics = metrics
         self.stats: CameraStats = metrics.camera(camera)
+        self.max_frames = max_frames  # `--max-frames`: the run is bounded, a camera never reached too
+        self._last_try = False  # the other cameras were done at its last failed attempt
 
     def state(self, state: CameraState, detail: str = "", trouble: bool = False, quiet: bool = False) -> None:
         """Set the camera's state, said when it or its detail changes; `quiet`: a new detail
@@ -34,7 +36,7 @@ class CameraHealth:
     def streamed(self, reconnect: Reconnect) -> None:
         """A network camera delivered a frame: it streams (again)."""
         reconnect.frame()
-        self.stats.reconnects = reconnect.reconnects
+        self.stats.reconnects, self.stats.attempts = reconnect.reconnects, reconnect.attempts
         self.stats.outages(reconnect.downtime_s, None)
         if self.stats.state != CameraState.STREAMING:
             self.state(CameraState.STREAMING)
@@ -51,10 +53,28 @@ class CameraHealth:
             if not recorded():
                 raise SourceError(f"{gone}: {why}")
             why = f"{gone}, its main stream still recorded: {why}"
+        self._bounded(reconnect, why)
         retry = reconnect.retry()
+        self.stats.attempts = retry.attempt  # the live page and the snapshots show the tries while it is down
         self.state(CameraState.RECONNECTING if reconnect.streamed else CameraState.CONNECTING,
-                   f"{why}; retrying in {retry.delay:.1f}s", trouble=True, quiet=not retry.news)
+                   f"{why}; attempt {retry.attempt}, retrying in {retry.delay:.1f}s", trouble=True,
+                   quiet=not retry.news)
         return retry.delay
+
+    def _bounded(self, reconnect: Reconnect, why: str) -> None:
+        """`--max-frames` is taken for "this run ends": a live camera that never delivered
+        a frame gives up (a `SourceError`) once every other camera is done, one of them
+        with frames, or has not delivered either, and it failed once more after that. Alone,
+        or beside cameras still streaming, its `give_up_s` decides."""
+        if self.max_frames is None or reconnect.streamed:
+            return
+        others = [s for cam, s in list(self.metrics.cameras.items()) if cam != self.camera]
+        settled = any(s.state.done and s.frames_in for s in others) and all(
+            s.state.done or (s.state == CameraState.CONNECTING and not s.frames_in) for s in others)
+        if settled and self._last_try:
+            raise SourceError(f"never delivered a frame, and the other cameras are done (--max-frames "
+                              f"{self.max_frames}): {why}")
+        self._last_try = settled
 
     def bad_packet(self, message: str) -> None:
         self.stats.decode_errors += 1

@@ -6,7 +6,10 @@ and jitter, never longer than `max_s` (the attempt itself, up to `open_timeout_s
 on top); reset the backoff only once frames flowed again; give up after `give_up_s`
 without a frame. Downtime is the real time without frames: from the last frame before
 an outage to the first frame after it. A refused camera is retried many times an
-outage: each backoff step is news (a log line) once, not each attempt.
+outage: each backoff step is news (a log line) once, not each attempt; at the longest
+step, a reminder with the attempt count is news a minute after the last line, then at
+doubling intervals up to `REMIND_MAX_S`, so a camera down for days still says so
+without a line per attempt.
 """
 from __future__ import annotations
 
@@ -17,14 +20,19 @@ from typing import Callable
 
 from pipeline.config import ReconnectConfig
 
+REMIND_FIRST_S = 60.0  # at the longest backoff step: the first reminder this long after the last line
+REMIND_MAX_S = 900.0   # the reminders' interval doubles up to this
+
 
 @dataclass(frozen=True)
 class Retry:
-    """The next attempt: the wait before it, and whether it is news worth a log line (the
-    outage's first wait, or a longer backoff step than the last one said)."""
+    """The next attempt: the wait before it, whether it is news worth a log line (the
+    outage's first wait, a longer backoff step than the last one said, or a reminder),
+    and how many attempts failed since the last frame."""
 
     delay: float
     news: bool
+    attempt: int
 
 
 class Reconnect:
@@ -39,7 +47,10 @@ class Reconnect:
         self.downtime_s = 0.0
         self.reconnects = 0
         self.streamed = False           # frames have flowed at least once
+        self.attempts = 0               # failed attempts since the last frame
         self._said: float | None = None  # the backoff step last said in this outage
+        self._said_at = 0.0             # when the last line was news
+        self._remind_s = REMIND_FIRST_S
 
     def frame(self) -> None:
         """A frame arrived: the camera is up; an outage (if any) ends here."""
@@ -51,7 +62,8 @@ class Reconnect:
         self.last_frame = now
         self.streamed = True
         self._backoff = self.config.initial_s
-        self._said = None
+        self.attempts = 0
+        self._said, self._remind_s = None, REMIND_FIRST_S
 
     def lost(self) -> None:
         """The stream ended or broke: an outage starts at its last frame."""
@@ -70,10 +82,16 @@ class Reconnect:
         return bool(self.config.give_up_s) and self.down_for() >= self.config.give_up_s
 
     def retry(self) -> Retry:
-        """The wait before the next attempt, and whether it is news."""
-        step = min(self._backoff, self.config.max_s)
-        news, self._said = step != self._said, step
-        return Retry(self.next_delay(), news)
+        """An attempt failed: the wait before the next one, and whether it is news (a new
+        backoff step, or a reminder that is due)."""
+        now, step = self.clock(), min(self._backoff, self.config.max_s)
+        self.attempts += 1
+        news = step != self._said
+        if not news and now - self._said_at >= self._remind_s:
+            news, self._remind_s = True, min(self._remind_s * 2, REMIND_MAX_S)
+        if news:
+            self._said, self._said_at = step, now
+        return Retry(self.next_delay(), news, self.attempts)
 
     def next_delay(self) -> float:
         """How long to wait before the next attempt: jittered, at most `max_s`, never past

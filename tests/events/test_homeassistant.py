@@ -26,7 +26,7 @@ from brokers import Mosquitto, available, free_port
 from conftest import ROOT, detector_model, read_jsonl, run_pipeline
 from pipeline.config import read_config
 from pipeline.config.outputs import EventsConfig, HomeAssistantConfig, MqttConfig
-from pipeline.frames import ClassNames, Detections, DetectPlan, Event, Frame, LineCount, Motion
+from pipeline.frames import ClassNames, Detections, DetectPlan, Event, Frame, LineCount, Motion, ZoneCount
 from pipeline.metrics.registry import CameraState
 from pipeline.events.senders import MqttSender, camera_topic
 from pipeline.events.homeassistant import CameraStatus, HomeAssistant
@@ -360,3 +360,42 @@ def test_a_template_reads_its_line_and_class_whatever_their_names_hold():
     got = [render(e.fields, status) for e in (line_entity(line, "in"), line_entity(line, "out", cls),
                                               zone_entity(zone), zone_entity(zone, cls))]
     assert got == ["1", "4", "5", "6"]
+
+
+def test_a_reload_that_renames_a_line_and_removes_a_zone_removes_their_entities_and_state(tmp_path):
+    """Frames before and after a reload (each frame carries every line and zone its camera
+    has): the renamed line's and the removed zone's retained configs are cleared (an
+    empty retained message removes the entity from Home Assistant), the status no longer
+    holds their counts or the zone's last occupancy, and the new name is announced."""
+    broker = Mosquitto(tmp_path / "broker").start()
+    home = HomeAssistant(home_config(broker.port))
+    status = camera_topic("pipeline/{camera}/events", "gate", "status")
+    yard = ZoneCount("yard 2", np.zeros((4, 2), np.float32), 3, classes={"person": 2, "car": 1})
+    try:
+        home.start()
+        home.camera_state("gate", CameraState.STREAMING, "")
+        before = a_frame(1, people=1, crossing=True)
+        before.zones = [yard, ZoneCount("lawn", np.zeros((4, 2), np.float32), 1, classes={"person": 1})]
+        home.frame(before)
+        seen = Broker(broker.port)
+        assert seen.wait(lambda: b'"yard 2"' in (seen.last().get(status) or b""), 30)
+        announced = {t for t, p in retained(broker.port).items() if t.startswith(f"{PREFIX}/") and p}
+        after = a_frame(2, people=1)
+        after.lines = [LineCount("front door", (0.0, 0.0), (1.0, 1.0), 0, 0)]  # "door" renamed
+        after.zones = [before.zones[1]]  # "yard 2" taken away
+        home.frame(after)
+        assert seen.wait(lambda: b'"front door"' in (seen.last().get(status) or b""), 30)
+        seen.close()
+        now = retained(broker.port)
+    finally:
+        home.close()
+        broker.stop()
+    configs = {t: json.loads(p) for t, p in now.items() if t.startswith(f"{PREFIX}/")}
+    names = {c["name"] for c in configs.values()}
+    gone = announced - set(configs)
+    assert gone and not {n for n in names if n.startswith(("door ", "yard 2"))}, names
+    assert {"front door in", "front door out", "lawn occupancy", "lawn person"} <= names
+    assert len(gone) == 2 + 2 + 3  # door in/out, door in/out person, yard's occupancy and its two classes
+    state = json.loads(now[status])
+    assert set(state["lines"]) == {"front door"} and set(state["zones"]) == {"lawn"}
+    assert state["zones"]["lawn"]["occupancy"] == 1
