@@ -254,6 +254,9 @@ class ClipsConfig:
                                                positive),
                            doc="the most one clip holds; half of it is the encoded video a camera keeps in memory "
                                "for pre-rolls")
+    max_s: float = option(60.0, check=at_most(CLIP_S, "seconds of one clip", positive),
+                          doc="events close together share a clip while it is shorter than this; past it, the next "
+                              "event starts a new clip with its own pre-roll (a clip: at most `max_s` + `post_s`)")
 
 
 @dataclass(kw_only=True)

@@ -4,7 +4,13 @@
 keyframe at or before that (a clip must start on a keyframe to be playable), within a
 byte budget: packets, not pictures. `ClipRecorder` opens a clip when an event comes,
 writes the ring's packets and then every new packet until `post_s` after the event; an
-event while a clip is open extends it (events close together share one clip).
+event while a clip is open extends it (events close together share one clip) while the
+clip is shorter than `max_s` (from its first packet): a busy camera's events would
+otherwise extend one clip for as long as they keep coming. Past it, the event opens a new
+clip with its own pre-roll, and the clip under way takes no more events: it goes on beside
+the new one until `post_s` after its last event, then ends. A clip is thus at most `max_s`
++ `post_s` long, and holds its every event's `pre_s` and `post_s`. Where no new clip can
+start (no keyframe in the ring), the clip under way takes the event.
 
 A clip is a fragmented MP4 written out a fragment about every second (as a live camera's
 video is): one still being written plays up to its last whole fragment (what the page's
@@ -41,7 +47,7 @@ import logging
 import os
 import threading
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import av
@@ -138,11 +144,12 @@ class ClipFile:
     """The clip being written: one fragmented MP4 of one encoder's packets, at most
     `max_bytes`."""
 
-    def __init__(self, max_bytes: int, on_file: Callable[[str], None] | None = None):
+    def __init__(self, max_bytes: int, on_file: Callable[[str], None] | None = None,
+                 written: list[str] | None = None):
         self.max_bytes = max_bytes
         self.on_file = on_file  # each clip once it exists (the run's record of what it wrote)
         self.path = ""
-        self.written: list[str] = []
+        self.written: list[str] = [] if written is None else written  # the clips finished (shared by a camera's)
         self._container: av.container.OutputContainer | None = None
         self._stream = None
         self._bytes = 0
@@ -189,16 +196,60 @@ class ClipFile:
         self._container = None
 
 
+@dataclass
+class Pace:
+    """The video's decode times as its packets come, to tell an outage from its frame rate."""
+
+    last_s: float | None = None
+    step_s: float = 0.0  # the video's frame interval, as its packets came
+
+    def gap(self, held: Held) -> float | None:
+        """How long the video was away before `held` (None: it follows on): a step in decode
+        time of more than OUTAGE_S and OUTAGE_STEPS frame intervals (a reconnect, a hole)."""
+        t = held.decode_seconds
+        last, self.last_s = self.last_s, t
+        if last is None or t <= last:
+            return None
+        if t - last > max(OUTAGE_S, OUTAGE_STEPS * self.step_s):
+            return t - last - self.step_s  # the time missing: the step less the frame it stands for
+        self.step_s = t - last
+        return None
+
+
+@dataclass
+class Tails:
+    """Clips past `max_s` that take no more events: each goes on beside the newer clip until
+    `post_s` after its last event (`end_s`)."""
+
+    clips: list[tuple[ClipFile, float]] = field(default_factory=list)
+
+    def write(self, held: Held) -> None:
+        for clip, end_s in self.clips:
+            if held.seconds > end_s:
+                clip.finish()
+            else:
+                clip.write(held)
+        self.clips = [(clip, end_s) for clip, end_s in self.clips if clip.is_open]
+
+    def finish(self) -> None:
+        """The video breaks, or the camera ends: they end here (a newer clip goes on past a break)."""
+        for clip, _ in self.clips:
+            clip.finish()
+        self.clips = []
+
+
 class ClipRecorder:
     """One camera's clips. `stream` is the camera's encoder stream (its codec parameters
     make the clip's stream)."""
 
     def __init__(self, folder: str, pre_s: float, post_s: float, max_bytes: int = 64 * 1024 * 1024,
-                 lead_s: float = 0.0, on_file: Callable[[str], None] | None = None):
+                 lead_s: float = 0.0, on_file: Callable[[str], None] | None = None, max_s: float = 60.0):
         self.folder = folder
         self.pre_s = pre_s
         self.post_s = post_s
+        self.max_s = max_s  # events share a clip while it is shorter than this
         self.clip = ClipFile(max_bytes, on_file)
+        self.tails = Tails()
         self.ring = PacketRing(pre_s + lead_s, max_bytes // 2)
         self._lock = threading.RLock()
         self._stream = None
@@ -206,13 +257,14 @@ class ClipRecorder:
         self._stream_packets = 0  # of the current encoder; its codec headers are complete once one was muxed
         self._size_changed_s: float | None = None
         self._interrupted: tuple[float, float] | None = None  # (when the video came back, after how long away)
-        self._last_decode_s: float | None = None
-        self._step_s = 0.0  # the video's frame interval, as its packets came
+        self._pace = Pace()
         self._first_part = ""  # the clip's first file; a size change continues it in its .partN files
         self._part = 0
         self._continues = False  # the clip goes on in its next part at the next packet
         self._end_s = 0.0
         self._ends_after_next = False
+        self._started_s = 0.0  # the clip's first packet (of its first part)
+        self._newest_s = 0.0  # the newest packet's time
 
     def packet(self, packet: av.Packet, stream) -> None:
         """Every packet the camera's encoder makes, before it is muxed."""
@@ -224,7 +276,8 @@ class ClipRecorder:
             if stream is not self._stream:
                 self._new_encoder(stream, held.seconds)
             self._stream_packets += 1
-            away = self._gap(held)
+            self._newest_s = held.seconds
+            away = self._pace.gap(held)
             if away is not None:  # an outage: no clip splices the video before it to the video after
                 self._break()
                 self._interrupted = (held.seconds, away)
@@ -239,6 +292,7 @@ class ClipRecorder:
                 if held.seconds <= self._end_s:
                     self._part += 1
                     self._open(segment_path(self._first_part, self._part), self.ring.from_keyframe())
+            self.tails.write(held)
             if self.clip.is_open:
                 if held.seconds > self._end_s:
                     self.close()
@@ -252,41 +306,36 @@ class ClipRecorder:
             self._size_changed_s = at_s
         self._stream, self._encoder, self._stream_packets = stream, encoder, 0
 
-    def _gap(self, held: Held) -> float | None:
-        """How long the video was away before `held` (None: it follows on): a step in decode
-        time of more than OUTAGE_S and OUTAGE_STEPS frame intervals (a reconnect, a hole)."""
-        t = held.decode_seconds
-        last, self._last_decode_s = self._last_decode_s, t
-        if last is None or t <= last:
-            return None
-        if t - last > max(OUTAGE_S, OUTAGE_STEPS * self._step_s):
-            return t - last - self._step_s  # the time missing: the step less the frame it stands for
-        self._step_s = t - last
-        return None
-
     def _break(self) -> None:
         """The video breaks here: the ring starts again, a clip under way goes on in its next part."""
         self.ring.clear()
+        self.tails.finish()
         if self.clip.is_open:
             self.clip.finish()
             self._continues = True
 
     def event(self, name: str, at_s: float | None = None) -> ClipRef:
         """An event at `at_s`, by default at the next packet's time (the sink marks a
-        frame's events before it encodes the frame): the clip that will show it."""
+        frame's events before it encodes the frame): the clip that will show it, the one
+        under way while it is shorter than `max_s`, else a new one."""
         with self._lock:
+            at = self._newest_s if at_s is None else at_s
+            shares = self.clip.is_open and at - self._started_s < self.max_s
+            held = [] if shares else self.ring.from_keyframe(None if at_s is None else at_s - self.pre_s)
+            if self.clip.is_open and held:  # past max_s: it takes no more events, the new clip does
+                self.tails.clips.append((self.clip, self._end_s))
+                self.clip, self._end_s = ClipFile(self.clip.max_bytes, self.clip.on_file, self.clip.written), 0.0
             if at_s is None:
                 self._ends_after_next = True
             else:
                 self._end_s = max(self._end_s, at_s + self.post_s)
-            if self.clip.is_open:
+            if self.clip.is_open:  # shared, or past max_s with no keyframe to start a new clip from
                 return ClipRef(self.clip.path)
-            held = self.ring.from_keyframe(None if at_s is None else at_s - self.pre_s)
             if self._stream is None or not held:
                 why = "nothing encoded yet" if self._stream is None else \
                     f"no keyframe within the {self.ring.max_bytes / 1e6:g} MB of clips.max_mb kept for the pre-roll"
                 return ClipRef(None, note=f"no clip: {why}")
-            self._part = 0
+            self._continues, self._part, self._started_s = False, 0, held[0].seconds
             self._first_part = os.path.join(self.folder, f"{name}.mp4")
             self._open(self._first_part, held, until=None if at_s is None else self._end_s)
             at = _next_packet_s(held) if at_s is None else at_s
@@ -322,6 +371,11 @@ class ClipRecorder:
         return self.clip.path if self.clip.is_open else None
 
     @property
+    def open_files(self) -> list[str]:
+        """Every clip still being written: the one taking events and those past `max_s`."""
+        return [c.path for c, _ in self.tails.clips] + ([self.clip.path] if self.clip.is_open else [])
+
+    @property
     def written(self) -> list[str]:
         return self.clip.written
 
@@ -330,4 +384,5 @@ class ClipRecorder:
         with self._lock:
             self._end_s = 0.0
             self._continues = False
+            self.tails.finish()
             self.clip.finish()

@@ -255,7 +255,8 @@ class EventEvidence:
         on_file = self.on_file
         recorder = self.recorders[camera] = ClipRecorder(
             os.path.join(self.root, "events", camera), self.clips.pre_s, self.clips.post_s,
-            int(self.clips.max_mb * 1e6), lead_s, on_file=None if on_file is None else lambda path: on_file(camera, path))
+            int(self.clips.max_mb * 1e6), lead_s, on_file=None if on_file is None else lambda path: on_file(camera, path),
+            max_s=self.clips.max_s)
         return recorder
 
     def frame(self, frame: Frame, spot: RecordingSpot | None = None) -> None:
@@ -292,8 +293,8 @@ class EventEvidence:
 
     def is_open(self, path: str) -> bool:
         """Whether `path` is a clip still being written."""
-        clips = {r.open_file for r in list(self.recorders.values())}
-        return os.path.abspath(path) in {os.path.abspath(c) for c in clips if c}
+        clips = [c for r in list(self.recorders.values()) for c in r.open_files]
+        return os.path.abspath(path) in {os.path.abspath(c) for c in clips}
 
     def close_camera(self, camera: str) -> None:
         recorder = self.recorders.pop(camera, None)

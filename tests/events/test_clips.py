@@ -1,27 +1,18 @@
 """Clips around events are cut from the encoded packets: they start on a keyframe at or
-before `pre_s`, run to `post_s` after the last event close to them, decode, and the ring
-that feeds them holds packets, bounded."""
+before `pre_s`, run to `post_s` after the last event close to them (events share one up to
+`max_s`), decode, and the ring that feeds them holds packets, bounded."""
 import os
 from fractions import Fraction
 
 import av
 import numpy as np
+import pytest
 
 from pipeline.events.clips import ClipRecorder, PacketRing
 from pipeline.recording.packets import Held
 from pipeline.recording.mp4 import playable_end
 
-FPS = 10
-
-
-def encoder(path: str, gop: int):
-    out = av.open(path, "w")
-    s = out.add_stream("libx264", rate=FPS)
-    s.width, s.height, s.pix_fmt = 64, 48, "yuv420p"
-    s.time_base = Fraction(1, FPS)
-    s.codec_context.options = {"preset": "ultrafast", "g": str(gop), "bf": "0"}
-    s.codec_context.open()
-    return out, s
+from numbered_clips import FPS, encoder, numbered_packets, shown
 
 
 def frames(n: int):
@@ -248,3 +239,30 @@ def test_a_clip_under_way_at_an_outage_goes_on_in_its_next_part_after_it(tmp_pat
             parts.append([float(f.pts * f.time_base) for f in c.decode(video=0)])
     assert all(p[0] == 0 and np.allclose(np.diff(p), 1 / FPS) for p in parts)  # neither jumps
     assert [len(p) for p in parts] == [20, 16]  # 3.0 s (the keyframe before pre_s) to 4.9 s; 7.0 s to 8.5 s
+
+
+@pytest.mark.parametrize("lead", [0, 10], ids=["live", "from_a_recording_ahead"])
+def test_events_that_keep_coming_share_a_clip_only_up_to_max_s_and_each_names_a_clip_showing_it(tmp_path, lead):
+    """A busy camera's events, each within post_s of the one before, all named one clip that
+    grew for the whole 17-minute run (31.7 MB). A clip past max_s takes no more events and
+    goes on beside the next one to post_s after its last."""
+    pre_s, post_s, max_s = 1.0, 3.0, 6.0
+    held, stream = numbered_packets(tmp_path, 300)
+    rec = ClipRecorder(str(tmp_path / "events"), pre_s=pre_s, post_s=post_s, lead_s=lead / FPS, max_s=max_s)
+    moments = range(20, 260, 17)  # 1.7 s apart: closer than post_s, for 24 s
+    refs = {}
+    for h in held:
+        if lead == 0 and h.pts in moments:  # the sink marks a frame's events before it encodes the frame
+            refs[h.pts] = rec.event(f"e{h.pts}")
+        rec.add(h, stream)
+        if lead and h.pts - lead in moments:  # a recording's packets run ahead of the analysis
+            refs[h.pts - lead] = rec.event(f"e{h.pts - lead}", (h.pts - lead) / FPS)
+        assert set(rec.open_files) == {r.path for r in refs.values()} - set(rec.written)  # retention leaves them
+    rec.close()
+    clips = {path: shown(path) for path in rec.written}
+    assert len(clips) == len(rec.written) >= 3 and set(clips) == {r.path for r in refs.values()}
+    for frames_ in clips.values():  # each plays every frame in order, within max_s + post_s + a GOP
+        assert frames_ == list(range(frames_[0], frames_[0] + len(frames_)))
+        assert len(frames_) <= (max_s + post_s + 1) * FPS
+    for k, ref in refs.items():  # its moment, its pre-roll and its post_s in the clip it names
+        assert ref.pre_s is None and {k - pre_s * FPS, k, k + post_s * FPS} <= set(clips[ref.path])

@@ -1,14 +1,18 @@
 """Snapshots: one JPEG per frame that confirmed events (encoded once however many), a crop
 of each event's object, the paths in the events, and the events delivered only once the
-files exist."""
+files exist; a busy camera's clips, bounded by `clips.max_s`."""
 import os
 import time
+from fractions import Fraction
 
 import cv2
 import numpy as np
 
+from pipeline.config import parse_config
 from pipeline.frames import ClassNames, Detections, Event, Frame
-from pipeline.events.event_evidence import Snapshots
+from pipeline.events.event_evidence import EventEvidence, RecentEvents, Snapshots
+
+from numbered_clips import FPS, numbered_packets, shown
 
 
 def event_frame(seq: int) -> Frame:
@@ -80,3 +84,31 @@ def test_pictures_a_full_disk_cannot_hold_are_counted_said_and_named_nowhere(sma
     assert sorted(os.listdir(disk / "events" / "cam")) == [os.path.basename(first.events[0].snapshot)]  # no .tmp
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 1 and crops[0] in said[0] and "No space left on device" in said[0]
+
+
+def test_a_busy_cameras_events_name_clips_bounded_by_clips_max_s_each_left_by_retention_while_written(tmp_path):
+    """`clips.max_s` from the config reaches the camera's clips; a clip past it still being
+    written beside the newer one is open (retention leaves it)."""
+    data = {"sources": [{"id": "cam", "uri": "rtsp://127.0.0.1:1/x"}],
+            "models": {"det": {"path": __file__, "layout": "yolox", "input_size": 416}},
+            "graph": [{"detect": {"model": "det"}}],
+            "outputs": {"dir": str(tmp_path), "events": {"clips": {"pre_s": 1, "post_s": 3, "max_s": 5}}}}
+    evidence = EventEvidence(str(tmp_path), parse_config(data, tmp_path).outputs.events, None, RecentEvents())
+    feed = evidence.on_packet("cam")
+    held, stream = numbered_packets(tmp_path, 200)
+    events, open_at_once = [], 0
+    for h in held:
+        if h.pts in range(20, 160, 15):  # 1.5 s apart, closer than post_s
+            frame = Frame("cam", h.pts, h.pts, Fraction(1, FPS), np.zeros((48, 64, 3), np.uint8), time.perf_counter())
+            frame.events = [Event("cam", h.pts, h.pts, 7, "person", "cross", line="door", direction="in")]
+            evidence.frame(frame)
+            events += frame.events
+        feed(h.packet(), stream)
+        named, finished = {str(tmp_path / e.clip) for e in events}, set(evidence.recorders["cam"].written)
+        assert all(evidence.is_open(c) for c in named - finished) and not any(map(evidence.is_open, finished))
+        open_at_once = max(open_at_once, len(named - finished))
+    evidence.close()
+    clips = {e.clip: shown(str(tmp_path / e.clip)) for e in events}
+    assert len(clips) >= 3 and open_at_once == 2
+    assert all(len(frames) <= (5 + 3 + 1) * FPS for frames in clips.values())
+    assert all({e.seq - FPS, e.seq, e.seq + 3 * FPS} <= set(clips[e.clip]) for e in events)
