@@ -18,7 +18,7 @@ import pytest
 
 from conftest import detector_model
 from pipeline.drawing import class_color
-from web_support import browser, get, outline_drawn, running, wait_for  # noqa: F401  (a fixture)
+from web_support import browser, get, play_event_recording, outline_drawn, running, wait_for  # noqa: F401  (a fixture)
 
 pytest.importorskip("skimage.data", reason="scikit-image provides the photo moved in the synthetic clip")
 from synthetic import Mover, picture, render  # noqa: E402
@@ -122,14 +122,7 @@ def test_an_events_play_the_recording_button_opens_its_recording_at_the_events_t
     assert (event["recording"], event["recording_time"]) == (row["recording"], row["recording_time"])
     d = browser()
     try:
-        d.get(base + "/")
-        item = wait_for(lambda: d.find_elements("css selector", f'#event-list .event[data-id="{event["id"]}"]'))
-        assert item, "the event is not in the panel"
-        item[0].click()
-        button = wait_for(lambda: next((b for b in d.find_elements("css selector", "#evidence .play-recording")
-                                        if b.is_displayed()), None), 20)
-        assert button, "no play the recording button on the event"
-        button.click()
+        play_event_recording(d, base, event["id"])
         state = wait_for(lambda: d.execute_script(
             VIDEO + "return document.getElementById('player').open && v.readyState >= 2 && !v.seeking "
             "&& {src: v.currentSrc, t: v.currentTime, error: v.error && v.error.code}"), 20)

@@ -139,7 +139,8 @@ def test_the_timeline_shows_each_cameras_activity_as_bars_and_its_events_as_mark
         rows = d.execute_script("""return [...document.querySelectorAll('#timeline g.row')].map((g) => ({
             camera: g.dataset.camera, name: g.querySelector('text.camera').textContent,
             objects: g.querySelectorAll('rect.objects').length, motion: g.querySelectorAll('rect.motion').length,
-            recorded: g.querySelectorAll('rect.recorded').length, marks: g.querySelectorAll('line.mark').length}))""")
+            recorded: g.querySelectorAll('rect.recorded').length,
+            marks: [...g.querySelectorAll('line.mark')].reduce((a, m) => a + Number(m.dataset.n), 0)}))""")
         fetched = d.execute_script("return performance.getEntriesByType('resource').map((e) => e.name)")
         segments = api(base, "api/store/segments", after=after, before=before, limit=10000)["segments"]
     finally:

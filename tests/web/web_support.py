@@ -101,6 +101,19 @@ def wait_for(condition, seconds: float = 60, every: float = 0.1):
         time.sleep(every)
 
 
+def play_event_recording(d, base: str, event_id) -> None:
+    """On the live page at `base`: open the event `event_id` in the events panel and press
+    its `play the recording`."""
+    d.get(base + "/")
+    item = wait_for(lambda: d.find_elements("css selector", f'#event-list .event[data-id="{event_id}"]'))
+    assert item, "the event is not in the panel"
+    item[0].click()
+    button = wait_for(lambda: next((b for b in d.find_elements("css selector", "#evidence .play-recording")
+                                    if b.is_displayed()), None), 20)
+    assert button, "no play the recording button on the event"
+    button.click()
+
+
 def outline_drawn(shot: np.ndarray, box: tuple[float, float, float, float], rgb: tuple[int, int, int]) -> float:
     """The share of points along the rectangle's weakest side with a pixel of `rgb` within 3 px."""
     x1, y1, x2, y2 = box
