@@ -7,7 +7,7 @@ the video's settings and the live view's viewers. The graph starts, aborts and c
 them with the run."""
 from __future__ import annotations
 
-from typing import Mapping, Protocol
+from typing import Any, Mapping, Protocol
 
 from pipeline.config import Config
 from pipeline.control import CameraControl, Runs
@@ -22,7 +22,9 @@ from pipeline.sinks.written import WrittenIndex
 from pipeline.store.opening import store_writer
 from pipeline.store.runlog import ClockLog
 from pipeline.store.connections import location_of
+from pipeline.store.filters import ConfigNames
 from pipeline.store.queries import Store
+from pipeline.stages.analytics import AnalyticsStage
 from pipeline.web.recordings import RecordingFiles
 from pipeline.web.server import WebServer
 
@@ -31,6 +33,7 @@ class Run(Runs, Protocol):
 
     config: Config
     metrics: Metrics
+    stages: list[Any]  # those of the graph, built after the side outputs
 
     def snapshot(self) -> dict: ...
 
@@ -88,7 +91,9 @@ class SideOutputs:
             store = Store(location) if location else None
             self.web = WebServer(out.web, pipeline.snapshot, self.preview, cameras=lambda: pipeline.metrics.cameras,
                                  events=self.recent.newest, evidence_dir=out.dir, control=control,
-                                 recordings=recordings, annotated=annotates(pipeline.config), store=store)
+                                 recordings=recordings, annotated=annotates(pipeline.config), store=store,
+                                 names=ConfigNames(pipeline.config, lambda: [s.spec for s in pipeline.stages
+                                                                            if isinstance(s, AnalyticsStage)]))
 
     def start(self) -> None:
         for part in (self.store, self.events, self.home, self.evidence, self.retention, self.web):

@@ -7,7 +7,13 @@ Times are ISO 8601 (with or without a zone: UTC assumed) or UNIX epoch seconds; 
 is inclusive, `before` exclusive. A page is at most `MAX_LIMIT` rows; counts span at most
 `MAX_RANGE_S`, minute buckets at most `MAX_MINUTE_RANGE_S` (activity: `ACTIVITY_RANGE_S`). The cursor is opaque to
 clients: the last row's time and id, base64 of JSON, checked as strictly as any other
-parameter (it only ever reaches SQL as bound numbers).
+parameter (a time a row can hold, an id a row can have: it only ever reaches SQL as bound
+numbers). An answer holds at most `MAX_ROWS` rows (`TooMuch`, as a bad parameter).
+
+A camera, class, zone or line is known (may be asked for) when a row of the store holds it
+or the run's config names it (`Known`, `ConfigNames`): "cars this week" of a store that
+saw none yet, or a zone configured this morning, answers empty, where a name neither
+knows (mistyped, SQL) cannot match and is refused.
 """
 from __future__ import annotations
 
@@ -19,8 +25,9 @@ import re
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
+from pipeline.config import AnalyticsSpec, Config, DetectSpec, StageSpec
 from pipeline.config.sources import CAMERA_ID
 
 MAX_LIMIT = 1000
@@ -35,6 +42,7 @@ MAX_VALUES = 64  # values of one parameter
 MAX_TEXT = 200  # characters of one value
 MAX_CURSOR = 256  # characters of a cursor (those given are about 60)
 MAX_TIME = 253402300800.0  # 10000-01-01: later is no time a camera saw
+MAX_ROWS = 100_000  # rows one query may read into its answer: a week of minute counts of 10 series
 BUCKETS = {"minute": 60, "hour": 3600, "day": 86400}
 DEFAULT_SPAN = {"minute": 3600, "hour": 86400, "day": 30 * 86400}  # a range's length when only one end is given
 EVENT_KINDS = ("cross", "enter", "exit", "stationary", "moving", "state")
@@ -53,6 +61,11 @@ _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
 class BadParameter(ValueError):
     """One line naming the parameter and what is wrong with it."""
+
+
+class TooMuch(BadParameter):
+    """A query past one of the store's limits for one query (its rows, its time): one line
+    naming the limit and how to ask within it. A client's to narrow, as a bad parameter is."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +105,51 @@ class Filters:
         return BUCKETS[self.bucket]
 
 
+@dataclass(frozen=True)
+class Known:
+    """Names a query may ask for though no row of the store holds them yet: the run's
+    cameras, its detectors' classes, its lines and zones (none: the store alone decides)."""
+
+    cameras: frozenset[str] = frozenset()
+    classes: frozenset[str] = frozenset()
+    zones: frozenset[str] = frozenset()
+    lines: frozenset[str] = frozenset()
+
+
+def detector_classes(config: Config) -> frozenset[str]:
+    """The classes the run's detectors can see: their models' labels, read with the config
+    (a labels file or the ONNX file's names, once). A detector without labels names its
+    classes by number; those are known only once the store holds them."""
+    return frozenset(label for spec in config.graph if isinstance(spec, DetectSpec) and spec.model in config.models
+                     for label in config.models[spec.model].labels)
+
+
+def analytics_of(graph: Iterable[StageSpec]) -> list[AnalyticsSpec]:
+    return [spec for spec in graph if isinstance(spec, AnalyticsSpec)]
+
+
+class ConfigNames:
+    """What a run's config names, as `Known`: the cameras and classes gathered once (they
+    change only with a restart), the lines and zones of every camera from the analytics
+    specs `live` gives (a reload renames them), gathered again only when those change."""
+
+    def __init__(self, config: Config, live: Callable[[], Sequence[AnalyticsSpec]] | None = None):
+        self.base = Known(frozenset(s.id for s in config.sources), detector_classes(config))
+        self.live = live or (lambda: analytics_of(config.graph))
+        self._last: tuple[tuple[AnalyticsSpec, ...], Known] = ((), self.base)  # swapped whole: threads share it
+
+    def __call__(self) -> Known:
+        specs = tuple(self.live())
+        seen, known = self._last
+        if len(specs) == len(seen) and all(a is b for a, b in zip(specs, seen)):
+            return known
+        cams = [cam for spec in specs for cam in spec.cameras.values()]
+        known = replace(self.base, zones=frozenset(z.name for cam in cams for z in cam.zones),
+                        lines=frozenset(line.name for cam in cams for line in cam.lines))
+        self._last = (specs, known)
+        return known
+
+
 def clip(text: str, n: int = 40) -> str:
     """A client's value quoted for an error line: printable, short."""
     shown = "".join(c if c.isprintable() else "?" for c in text[:n])
@@ -127,8 +185,8 @@ def decode_cursor(text: str, kind: str) -> Cursor:
     except (binascii.Error, ValueError, RecursionError):
         raise BadParameter("cursor: not a cursor this API gave (pass `next` from the previous page)") from None
     if (not isinstance(raw, list) or len(raw) != 3 or raw[0] != kind or isinstance(raw[1], bool)
-            or not isinstance(raw[1], (int, float)) or not math.isfinite(raw[1])
-            or isinstance(raw[2], bool) or not isinstance(raw[2], int) or not -2**63 <= raw[2] < 2**63):
+            or not isinstance(raw[1], (int, float)) or not 0 <= raw[1] < MAX_TIME
+            or isinstance(raw[2], bool) or not isinstance(raw[2], int) or not 0 <= raw[2] < 2**63):
         raise BadParameter(f"cursor: not a cursor of {kind} (pass `next` from the previous page of the same query)")
     return Cursor(kind, float(raw[1]), raw[2])
 

@@ -11,6 +11,11 @@ A track is in a range when it was first seen in it (questions about when somethi
 happened, such as entering a zone, are the events'). Counts resolve to the minute:
 buckets are UTC minutes, hours or days. A segment's activity is spread evenly over its
 length when buckets are shorter than the segment (it says how many seconds, not when).
+
+One query is bounded: counts and activity read at most `MAX_ROWS` rows into an answer (a
+page at most `MAX_LIMIT`), each statement runs at most `Connections.time_limit_s`; past
+either it is `TooMuch`, naming the limit. A camera, class, zone or line that no row holds
+and the run does not name (`filters.Known`) cannot match, and is refused as a bad parameter.
 """
 from __future__ import annotations
 
@@ -18,9 +23,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Collection
 
-from pipeline.store.clauses import Where, label_match, minute_bucket
+from pipeline.store.clauses import Where, label_match, marks, minute_bucket
 from pipeline.store.connections import Connections
-from pipeline.store.filters import BadParameter, Cursor, Filters, clip
+from pipeline.store.filters import MAX_ROWS, BadParameter, Cursor, Filters, Known, TooMuch, clip
 from pipeline.store.tables import Dialect
 
 TRACK_COLUMNS = ("id", "run", "camera", "track", "class", "first_seen", "last_seen", "best_score", "best_box",
@@ -30,7 +35,11 @@ EVENT_COLUMNS = ("id", "run", "camera", "time", "event", "track", "class", "line
 SEGMENT_COLUMNS = ("id", "camera", "path", "start", '"end"', "bytes", "motion_s", "objects_s")
 JSON_COLUMNS = ("best_box", "labels", "zones", "lines")
 CAMERA_TABLES = ("tracks", "events", "segments", "counts")  # each has an index led by camera
-
+# a filter's values and where rows hold them: the tracks' own table by its index (table,
+# column), then the counts' hourly rollup (kept longer than tracks) for those not found
+# there (kind: the counts' rows of that kind by name, or None: by class)
+NAMES = {"classes": ("class", "tracks", "class", None), "zones": ("zone", "track_zones", "zone", "zone"),
+         "lines": ("line", "track_lines", "line", "line")}
 
 @dataclass
 class Page:
@@ -183,9 +192,20 @@ class Store(Connections):
             else ("counts", "minute")
         w = counts_where(f, column)
         keys = ", ".join([*f.group, "b"])
-        rows = self.fetch(f"SELECT {', '.join(f.group) + ', ' if f.group else ''}{minute_bucket(column, f.width)} AS b,"
-                          f" SUM(n) FROM {table}{w.sql} GROUP BY {keys} ORDER BY {keys}", w.params)
+        rows = self._capped(f"SELECT {', '.join(f.group) + ', ' if f.group else ''}{minute_bucket(column, f.width)}"
+                            f" AS b, SUM(n) FROM {table}{w.sql} GROUP BY {keys} ORDER BY {keys}", w.params,
+                            "counts", "a longer bucket or fewer groups")
         return series(f.group, rows)
+
+    def _capped(self, statement: str, params: list, kind: str, advice: str) -> list[tuple]:
+        """The rows of a statement that ends before its LIMIT, at most `MAX_ROWS` of them:
+        more would be held in memory whole and built into the answer while the cameras
+        wait for the interpreter, so the query is refused instead."""
+        rows = self.fetch(f"{statement} LIMIT ?", [*params, MAX_ROWS + 1])
+        if len(rows) > MAX_ROWS:
+            raise TooMuch(f"{kind}: the answer would hold more than {MAX_ROWS} rows, the store's limit for one "
+                          f"query: ask for a shorter range, {advice}")
+        return rows
 
     def segments(self, f: Filters) -> Page:
         """Recording segments that overlap the range, oldest first: those starting in it
@@ -219,11 +239,14 @@ class Store(Connections):
         w = Where()
         w.any_of("camera", cams)
         w.add('"end" > ? AND start >= ? AND start < ?', f.after, self._earliest_start(cams, f.after), f.before)
-        for row in self.fetch(f"SELECT {', '.join(SEGMENT_COLUMNS)} FROM segments{w.sql}", w.params):
+        advice = "a longer bucket or fewer cameras"
+        for row in self._capped(f"SELECT {', '.join(SEGMENT_COLUMNS)} FROM segments{w.sql}", w.params, "activity",
+                                advice):
             seg = _decoded(SEGMENT_COLUMNS, row)
             spread(buckets[seg["camera"]], seg, f)
-        for camera, b, n in self.fetch(events_per_bucket(len(cams), f.width),
-                                       [f.after // f.width * f.width, f.before, *cams, f.after, f.before]):
+        for camera, b, n in self._capped(events_per_bucket(len(cams), f.width),
+                                         [f.after // f.width * f.width, f.before, *cams, f.after, f.before],
+                                         "activity", advice):
             if n:
                 buckets[camera].setdefault(int(b), [int(b), 0.0, 0.0, 0])[3] += int(n)
         return {c: [[b, round(m, 3), round(o, 3), n] for b, m, o, n in sorted(slots.values())]
@@ -236,14 +259,32 @@ class Store(Connections):
             found.update(r[0] for r in self.fetch(known_cameras_sql(table), []))
         return sorted(found)
 
-    def check_cameras(self, f: Filters, live: Collection[str] = ()) -> None:
-        """BadParameter for a camera neither the store nor the run (`live`) knows."""
-        if not f.cameras:
-            return
-        known = set(live) | set(self.cameras())
-        unknown = [c for c in f.cameras if c not in known]
-        if unknown:
-            raise BadParameter(f"camera: no such camera in the store: {clip(unknown[0])}")
+    def check_known(self, f: Filters, known: Known = Known()) -> None:
+        """BadParameter for a value that cannot match: a camera, class, zone or line that
+        neither the run names (`known`) nor a row of the store holds (SQL in a value, a
+        name mistyped)."""
+        if f.cameras:
+            cameras = known.cameras | set(self.cameras())
+            unknown = [c for c in f.cameras if c not in cameras]
+            if unknown:
+                raise BadParameter(f"camera: no such camera in the store: {clip(unknown[0])}")
+        for field, (name, table, column, kind) in NAMES.items():
+            named = getattr(known, field)
+            given = [v for v in getattr(f, field) if v not in named]
+            missing = self._absent(f"SELECT DISTINCT {column} FROM {table} WHERE {column} IN", given) if given else []
+            if missing:
+                rollup = "counts_hour" if self.has_table("counts_hour") else "counts"
+                counted = (f"SELECT DISTINCT name FROM {rollup} WHERE kind = '{kind}' AND name IN" if kind else
+                           f"SELECT DISTINCT class FROM {rollup} WHERE class IN")
+                missing = self._absent(counted, missing)
+            missing = [v for v in missing if "," not in v]  # also taken whole (`filters.values`): its parts count
+            if missing:
+                raise BadParameter(f"{name}: no such {name} in the store: {clip(missing[0])}")
+
+    def _absent(self, select: str, values: list[str]) -> list[str]:
+        """Those of `values` the statement (`... IN`, its values to follow) does not give."""
+        found = {r[0] for r in self.fetch(f"{select} ({marks(len(values))})", values)}
+        return [v for v in values if v not in found]
 
     def query(self, kind: str, f: Filters) -> Any:
         """The `kind` query (a `filters.ACCEPTED` key) by name, for the API and the CLI."""

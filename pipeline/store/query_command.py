@@ -3,6 +3,10 @@ terminal, with the HTTP API's parameters as options (`--class car --zone lawn --
 2026-12-03T14:00`), as a table or (`--json`) the API's JSON. The store is `--store`'s
 file or URL, or the one `--config`'s `outputs.store` names. A page that is not the last
 ends with the `--cursor` that gives the next one.
+
+A class, zone or line may be asked for when the store holds it or, with `--config`, the
+config names it (`filters.ConfigNames`: a zone nobody entered yet answers empty); with
+`--store` there is no config, and only the store's names are known.
 """
 from __future__ import annotations
 
@@ -15,19 +19,20 @@ from typing import Any
 
 from pipeline.errors import BAD_INPUT, DONE, PipelineError
 from pipeline.redact import redact
-from pipeline.store.filters import ACCEPTED, BadParameter, parse
+from pipeline.store.filters import ACCEPTED, BadParameter, ConfigNames, Known, TooMuch, parse
 from pipeline.store.queries import Page, Store, body
 
 OPTIONS = ("camera", "class", "zone", "line", "direction", "label", "event", "after", "before", "limit", "cursor",
            "bucket", "group")
 
 
-def store_location(args: argparse.Namespace) -> str:
-    """`--store`, or `--config`'s `outputs.store`; PipelineError with one line."""
+def store_location(args: argparse.Namespace) -> tuple[str, Known]:
+    """`--store`, or `--config`'s `outputs.store` with the names the config gives;
+    PipelineError with one line."""
     if bool(args.store) == bool(args.config):
         raise PipelineError("query: give --store PATH_OR_URL or --config (the run's config, for outputs.store)")
     if args.store:
-        return args.store
+        return args.store, Known()
     from pipeline.config import ConfigError, load_yaml, read_config
     from pipeline.store.connections import location_of
 
@@ -38,7 +43,7 @@ def store_location(args: argparse.Namespace) -> str:
     location = location_of(config.outputs)
     if location is None:
         raise PipelineError(f"{args.config}: outputs.store is off: this run keeps no store")
-    return location
+    return location, ConfigNames(config)()
 
 
 def params_of(kind: str, args: argparse.Namespace) -> dict[str, list[str]]:
@@ -97,19 +102,20 @@ def table(rows: list[tuple]) -> str:
 
 
 def command(args: argparse.Namespace) -> int:
-    """Print the answer; exit 0, or 2 with one `error:` line (a bad option, no store)."""
+    """Print the answer; exit 0, or 2 with one `error:` line (a bad option, a query past
+    the store's limits, no store)."""
     kind = args.kind
     try:
-        location = store_location(args)
+        location, known = store_location(args)
         store = Store.open(location)
         try:
             filters = parse(kind, params_of(kind, args))
-            store.check_cameras(filters)
+            store.check_known(filters, known)
             answer = store.query(kind, filters)
         finally:
             store.close()
-    except BadParameter as e:
-        print(f"error: --{redact(str(e))}", file=sys.stderr)
+    except BadParameter as e:  # a limit of the store's is no option: named as it is
+        print(f"error: {'' if isinstance(e, TooMuch) else '--'}{redact(str(e))}", file=sys.stderr)
         return BAD_INPUT
     except PipelineError as e:
         for line in e.problems:

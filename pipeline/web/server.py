@@ -37,6 +37,7 @@ from pipeline.metrics.histogram import Histogram
 from pipeline.metrics.prometheus import SnapshotCollector, unusable_port
 from pipeline.metrics.snapshot import Latency, Snapshot
 from pipeline.sinks.preview import Picture, Preview
+from pipeline.store.filters import Known
 from pipeline.store.queries import Store
 from pipeline.web.admission import Slots
 from pipeline.web.handler import Handler
@@ -112,13 +113,14 @@ class WebServer:
                  cameras: Callable[[], Collection[str]] | None = None, *,
                  events: Callable[[int, int], list[dict]] | None = None, evidence_dir: str | None = None,
                  control: CameraControl | None = None, recordings: RecordingFiles | None = None,
-                 annotated: bool = True, store: Store | None = None):
+                 annotated: bool = True, store: Store | None = None, names: Callable[[], Known] | None = None):
         """`events(limit, after)`: the newest events (`RecentEvents.newest`), for the page's
         panel; `evidence_dir`: `outputs.dir`, whose `events/` folder is served; `control`:
         cameras added and removed over HTTP (given only with `outputs.web.control`);
         `recordings`: the cameras' recordings, played on the page with their boxes;
         `annotated`: whether the graph draws its results on the pictures (the page says
-        when it does not); `store`: the store's reader (`/api/store/...`)."""
+        when it does not); `store`: the store's reader (`/api/store/...`); `names`: what
+        the run's config names (`filters.ConfigNames`), which its queries may ask for."""
         if control is not None and not config.token:  # a WebConfig made in code skips the config's check
             raise StartupError("outputs.web.control: adding and removing cameras over HTTP needs outputs.web.token")
         self.config = config
@@ -129,6 +131,7 @@ class WebServer:
         self.evidence_dir = evidence_dir
         self.recordings = recordings
         self.store = store
+        self.names = names
         self.control = control
         self.still_lease_s = max(2.0, 3.0 / config.fps)  # a tile asks every 1/fps: a few missed asks are fine
         self.view_latency: dict[str, Histogram] = {}  # capture to bytes on a viewer's socket, per camera
@@ -171,6 +174,12 @@ class WebServer:
                               "refused": self._httpd.slots.refused, "cut": self._httpd.slots.cut,
                               "latency": latency, "motion": self.preview.measures_motion(),
                               "annotated": self.annotated}}
+
+    def known(self) -> Known:
+        """What a store query may ask for though no row holds it yet: the cameras running
+        (those added too) and what the run's config names."""
+        named = self.names() if self.names is not None else Known()
+        return dataclasses.replace(named, cameras=named.cameras | set(self.cameras()))
 
     @contextlib.contextmanager
     def watching(self, camera: str) -> Iterator[None]:

@@ -1,13 +1,20 @@
 """The store over HTTP (`GET /api/store/<query>`: tracks, events, counts, segments,
 activity), with the token as for the rest of the API. Parameters are checked by
-`store.filters` (and a camera must be one the store or the run knows): a bad one is 400
+`store.filters` (and a camera, class, zone or line must be one the store holds or the run
+names: `WebServer.known`, the lines and zones as the last reload left them): a bad one is 400
 with `{"error": "<one line naming it>"}`; a store that cannot be read is 503 with its
 line; a run without a store (`outputs.store: false`) answers 404.
+
+A query past the store's limits for one (rows, time: `store.queries`) is a 400 naming the
+limit. `AT_ONCE` queries are answered together; more wait up to `WAIT_S` for one to end,
+then are a 503: however many clients ask, the store's readers hold at most `AT_ONCE`
+answers in memory and `AT_ONCE` cores, and the cameras keep the rest.
 """
 from __future__ import annotations
 
 import json
 import logging
+import threading
 from typing import TYPE_CHECKING
 
 from pipeline.redact import redact, redact_data
@@ -21,10 +28,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("pipeline.web")
 
 PREFIX = "/api/store/"
+AT_ONCE = 2
+WAIT_S = 10.0  # at most a query's time limit: a waiting request gets the place of one that ran out
+_running = threading.BoundedSemaphore(AT_ONCE)
 
 
-def _error(handler: Request, status: int, line: str) -> None:
-    handler.send(status, json.dumps({"error": redact(line)}).encode(), "application/json")
+def _error(handler: Request, status: int, line: str, headers: dict[str, str] | None = None) -> None:
+    handler.send(status, json.dumps({"error": redact(line)}).encode(), "application/json", headers)
 
 
 def serve(handler: Request, path: str, query: dict[str, list[str]]) -> None:
@@ -37,10 +47,14 @@ def serve(handler: Request, path: str, query: dict[str, list[str]]) -> None:
     if store is None:
         _error(handler, 404, "this run keeps no store (outputs.store is off)")
         return
+    if not _running.acquire(timeout=WAIT_S):
+        _error(handler, 503, f"the store is answering {AT_ONCE} queries already, its limit at once: "
+                             "try again in a few seconds", {"Retry-After": "5"})
+        return
     try:
         filters = parse(kind, query)
-        store.check_cameras(filters, handler.app.cameras())
-        answer = store.query(kind, filters)
+        store.check_known(filters, handler.app.known())
+        answer = json.dumps(redact_data(body(kind, filters, store.query(kind, filters)))).encode()
     except BadParameter as e:
         _error(handler, 400, str(e))
         return
@@ -48,4 +62,6 @@ def serve(handler: Request, path: str, query: dict[str, list[str]]) -> None:
         log.warning("the store could not answer: %s", e.problems[0] if e.problems else e)
         _error(handler, 503, e.problems[0] if e.problems else str(e))
         return
-    handler.send(200, json.dumps(redact_data(body(kind, filters, answer))).encode(), "application/json")
+    finally:
+        _running.release()
+    handler.send(200, answer, "application/json")

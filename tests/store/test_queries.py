@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from pipeline.store import filters as flt
-from pipeline.store.filters import BadParameter, Cursor, parse
+from pipeline.store.filters import BadParameter, ConfigNames, Cursor, Known, parse
 from pipeline.store.queries import Store
 from pipeline.store.tables import StoreError
 from store_rows import CAMERAS, ROLLUP, T0, TRACK, connect, execute, make_store, roll_up, synthetic
@@ -187,6 +187,10 @@ HOSTILE = [
     ("tracks", {"cursor": ["not-a-cursor"]}, "cursor"),
     ("tracks", {"cursor": [Cursor("events", 1.0, 2).encode()]}, "cursor"),
     ("tracks", {"cursor": ["WyJ0cmFja3MiLCAiMSBPUiAxPTEiLCAyXQ"]}, "cursor"),  # ["tracks", "1 OR 1=1", 2]
+    ("tracks", {"cursor": [Cursor("tracks", 1e308, 2).encode()]}, "cursor"),  # finite, yet no time a row holds
+    ("events", {"cursor": [Cursor("events", -1.0, 2).encode()]}, "cursor"),
+    ("events", {"cursor": [Cursor("events", T0, -5).encode()]}, "cursor"),
+    ("segments", {"cursor": [Cursor("segments", T0, 2**63).encode()]}, "cursor"),
     ("tracks", {"class": ["x" * 201]}, "class"),
     ("tracks", {"class": [",".join(str(i) for i in range(65))]}, "class"),
     ("tracks", {"event": ["cross"]}, "event"),
@@ -211,18 +215,77 @@ def test_hostile_parameters_are_refused_with_one_line_naming_them(kind, params, 
     assert "\n" not in line and (line.startswith(f"{name}:") or line.startswith(f"'{name}':")), line
 
 
-def test_injection_in_a_free_text_value_is_only_ever_a_value(store, data):
-    for value in ("car' OR '1'='1", "car\") OR 1=1 --", "%", "_"):
-        assert store.tracks(parse("tracks", {"class": [value]})).rows == []
+def test_a_class_zone_or_line_neither_the_store_nor_the_run_names_is_refused_and_sql_in_it_stays_a_value(
+        store, data):
+    named = Known(classes=frozenset({"truck"}), zones=frozenset({"porch"}), lines=frozenset({"kerb"}))
+    for name, value in (("class", "car' OR '1'='1"), ("class", "car\") OR 1=1 --"), ("zone", "%"), ("line", "_"),
+                        ("zone", "lawn'; DROP TABLE tracks; --"), ("class", "tram"), ("line", "kerb' OR 'a'='a")):
+        for known in (Known(), named):
+            with pytest.raises(BadParameter, match=rf"^{name}: no such {name} in the store: "):
+                store.check_known(parse("tracks", {name: ["person", value] if name == "class" else [value]}), known)
+        assert store.tracks(parse("tracks", {name: [value]})).rows == []  # were it asked: only ever a value
+    store.check_known(parse("events", {"class": ["person,car"], "zone": ["lawn"], "line": ["entry"]}))
     assert store.fetch("SELECT COUNT(*) FROM tracks", [])[0][0] == len(data["tracks"])
 
 
+def test_a_class_zone_or_line_the_run_names_but_no_row_holds_answers_empty(store):
+    """"Trucks this week" of a store that saw none yet, a zone configured this morning:
+    nothing matches, which is an answer, not a mistake. The store alone does not know them."""
+    named = Known(classes=frozenset({"truck", "car"}), zones=frozenset({"porch"}), lines=frozenset({"kerb"}))
+    for kind, params in (("tracks", {"class": ["truck"]}), ("tracks", {"zone": ["porch"], "class": ["car"]}),
+                         ("events", {"line": ["kerb"]}), ("counts", {"class": ["truck"], "after": [str(T0)]}),
+                         ("counts", {"zone": ["porch"], "line": ["kerb"], "after": [str(T0)]})):
+        f = parse(kind, params)
+        store.check_known(f, named)
+        answer = store.query(kind, f)
+        assert (answer.rows if kind != "counts" else answer) == [], (kind, params)
+        with pytest.raises(BadParameter, match=r"^(class|zone|line): no such "):
+            store.check_known(f)
+
+
+def test_a_zone_or_class_only_the_counts_still_hold_is_known(store):
+    """Counts are kept longer than tracks: a name whose tracks have aged out still counts."""
+    for table in ("tracks", "track_zones", "track_lines"):
+        execute(store.location, f"DELETE FROM {table}")
+    store.check_known(parse("counts", {"class": ["bicycle"], "zone": ["path"], "line": ["street"]}))
+    with pytest.raises(BadParameter, match="^zone: no such zone in the store: 'entry'"):
+        store.check_known(parse("counts", {"zone": ["entry"]}))  # a line's name, not a zone's
+
+
 def test_a_camera_the_store_and_the_run_do_not_know_is_refused(store):
-    store.check_cameras(parse("tracks", {"camera": ["gate"]}))
-    store.check_cameras(parse("tracks", {"camera": ["porch"]}), live=["porch"])
+    store.check_known(parse("tracks", {"camera": ["gate"]}))
+    store.check_known(parse("tracks", {"camera": ["porch"]}), Known(cameras=frozenset({"porch"})))
     with pytest.raises(BadParameter, match=r"^camera: no such camera in the store: 'porch'"):
-        store.check_cameras(parse("tracks", {"camera": ["gate,porch"]}))
+        store.check_known(parse("tracks", {"camera": ["gate,porch"]}))
     assert store.cameras() == sorted(CAMERAS)
+
+
+def test_the_names_a_config_gives_are_its_detectors_labels_its_cameras_and_every_cameras_lines_and_zones(
+        tmp_path, model_path, sample_path, coco_labels):
+    """Classifier labels are `label`, never `class`; lines and zones follow the specs the
+    run goes on with (a reload renames them), gathered again only when those change."""
+    from dataclasses import replace
+
+    from pipeline.config import AnalyticsSpec, parse_config
+    from conftest import classifier_model, detector_model
+
+    square = [[0, 0], [40, 0], [40, 40], [0, 40]]
+    config = parse_config({
+        "sources": [{"id": "front", "uri": sample_path("vtest.mp4")}, {"id": "back", "uri": sample_path("bikes.mp4")}],
+        "models": {"det": detector_model(model_path), "cls": classifier_model(model_path)},
+        "graph": [{"detect": {"model": "det"}}, "track", {"classify": {"model": "cls"}}, {"analytics": {"cameras": {
+            "front": {"zones": [{"name": "steps", "polygon": square}], "lines": [{"name": "kerb", "points": square[:2]}]},
+            "back": {"zones": [{"name": "shed", "polygon": square}]}}}}]}, tmp_path)
+    names = ConfigNames(config)()
+    assert names == Known(frozenset({"front", "back"}), frozenset(coco_labels), frozenset({"steps", "shed"}),
+                          frozenset({"kerb"}))
+    analytics = next(s for s in config.graph if isinstance(s, AnalyticsSpec))
+    live = [analytics]
+    named = ConfigNames(config, lambda: live)
+    assert named() is named()
+    back = replace(analytics.cameras["back"], zones=[replace(analytics.cameras["back"].zones[0], name="garage")])
+    live = [replace(analytics, cameras={**analytics.cameras, "back": back})]
+    assert named().zones == {"steps", "garage"} and named().classes == names.classes
 
 
 def test_times_are_read_as_iso_8601_in_utc_unless_zoned_or_as_epoch_seconds():

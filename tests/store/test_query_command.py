@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from store_rows import T0, make_store, synthetic
+from store_rows import CLASSES, T0, make_store, synthetic
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +59,29 @@ def test_counts_as_json_are_the_apis_answer_and_the_config_names_the_store(store
     assert answer["bucket"] == "day" and answer["after"] == T0
     want = {n: sum(c for k, c in data["counts"].items() if k[2] == "line" and k[3] == n) for n in ("entry", "street")}
     assert {s["name"]: sum(n for _, n in s["points"]) for s in answer["series"]} == want
+
+
+def test_with_its_config_a_class_or_zone_the_run_names_answers_empty_with_only_the_store_it_is_refused(
+        store, tmp_path, model_path, coco_labels):
+    from conftest import detector_model
+
+    unseen = next(label for label in coco_labels if label not in CLASSES)
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({
+        "sources": [{"id": "gate", "uri": "x.mp4"}], "models": {"det": detector_model(model_path)},
+        "graph": [{"detect": {"model": "det"}}, "track", {"analytics": {"cameras": {"gate": {
+            "zones": [{"name": "new bed", "polygon": [[0, 0], [9, 0], [9, 9]]}]}}}}],
+        "outputs": {"dir": str(Path(store).parent), "store": {"path": Path(store).name}}}))
+    for args in (["tracks", "--class", unseen], ["events", "--zone", "new bed", "--class", f"car,{unseen}"]):
+        r = query(*args, "--config", str(config))
+        assert r.returncode == 0 and r.stdout == "nothing matches\n", r.stderr
+        r = query(*args, "--store", store)
+        assert r.returncode == 2 and r.stderr.startswith("error: --"), r.stderr
+    r = query("counts", "--class", unseen, "--after", "2026-11-23", "--config", str(config), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["series"] == [], r.stderr
+    for name, value in (("class", f"{unseen}' OR '1'='1"), ("zone", "new bed\") OR 1=1 --")):
+        r = query("tracks", f"--{name}", value, "--config", str(config))
+        assert r.returncode == 2 and r.stderr.startswith(f"error: --{name}: no such {name} in the store: "), r.stderr
 
 
 @pytest.mark.parametrize("args,line", [

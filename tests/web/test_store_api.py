@@ -127,20 +127,24 @@ def test_an_unknown_query_a_run_without_store_and_an_unreadable_store_say_so(bas
 
 
 def test_a_real_runs_page_answers_class_zone_and_range_from_its_store_as_the_json_lines_say(
-        tmp_path, model_path, sample_path):
+        tmp_path, model_path, sample_path, coco_labels):
     """The run's own server, the store on by default: the people that entered the lawn, as
-    the JSON lines' events name them, are the tracks the API gives for person + lawn."""
+    the JSON lines' events name them, are the tracks the API gives for person + lawn; a
+    class its detector knows and a zone it draws, never seen, answer empty, as does a zone
+    a reload renamed (the name it had is then refused)."""
     import time
 
-    from pipeline.config import load_config
+    from pipeline.config import load_config, load_yaml, read_config
     from pipeline.graph import Pipeline
+    from pipeline.reload import Reloader
     from conftest import detector_model, read_jsonl
 
     lawn = [[0, 330], [767, 280], [767, 575], [0, 575]]
+    corner = {"name": "sky", "polygon": [[0, 0], [6, 0], [6, 6]]}
     config = {"sources": [{"id": "campus", "uri": sample_path("vtest.mp4")}],
               "models": {"det": detector_model(model_path, score_threshold=0.25)},
               "graph": [{"detect": {"model": "det"}}, "track",
-                        {"analytics": {"cameras": {"campus": {"zones": [{"name": "lawn", "polygon": lawn}]}}}}],
+                        {"analytics": {"cameras": {"campus": {"zones": [{"name": "lawn", "polygon": lawn}, corner]}}}}],
               "outputs": {"dir": str(tmp_path / "out"), "video": {"enabled": False},
                           "web": {"port": 0, "token": TOKEN}}}
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
@@ -170,6 +174,22 @@ def test_a_real_runs_page_answers_class_zone_and_range_from_its_store_as_the_jso
         assert ask(f"{base}/tracks", **{"class": "person", "zone": "lawn", "before": started - 1}) == \
             (200, {"tracks": [], "next": None})
         assert ask(f"{base}/tracks", camera="gate")[0] == 400
+
+        rows = read_jsonl(str(tmp_path / "out" / "detections.jsonl"))
+        unseen = next(c for c in coco_labels if c not in {d["class"] for r in rows for d in r["detections"]})
+        assert "sky" not in {e.get("zone") for e in events}
+        assert ask(f"{base}/tracks", **{"class": unseen}) == (200, {"tracks": [], "next": None})
+        assert ask(f"{base}/events", zone="sky") == (200, {"events": [], "next": None})
+        assert ask(f"{base}/counts", **{"class": unseen, "zone": "sky", "after": started - 1})[1]["series"] == []
+        for name, value in (("class", f"{unseen}' OR '1'='1"), ("zone", "sky\") OR 1=1 --")):
+            status, answer = ask(f"{base}/tracks", **{name: value})
+            assert status == 400 and answer["error"].startswith(f"{name}: no such {name} in the store: "), answer
+        config["graph"][2]["analytics"]["cameras"]["campus"]["zones"][1]["name"] = "roof"
+        (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
+        reloaded = Reloader(lambda: read_config(load_yaml(tmp_path / "run.yaml"), tmp_path), p)()
+        assert reloaded.applied and not reloaded.problems, reloaded
+        assert ask(f"{base}/events", zone="roof") == (200, {"events": [], "next": None})
+        assert ask(f"{base}/events", zone="sky")[0] == 400
     finally:
         p.stop(abort=True)
         p.close(timeout=10)
