@@ -140,13 +140,17 @@ def _runner(args: argparse.Namespace, config, checked):
     return Pipeline(config, max_frames=args.max_frames, models=checked.models)
 
 
-def _status_url(args: argparse.Namespace) -> tuple[str, str | None]:
-    """Where the run's web server is and its token: `--url` (and `--token`), or `--config`'s
-    `outputs.web`; ValueError with one line."""
+def _status_url(args: argparse.Namespace):
+    """Where the run's web server is (a `status_view.Address`) and its token: `--url` (and
+    `--token`), or `--config`'s `outputs.web`; ValueError with one line."""
     from pipeline import status_view
 
     if args.url:
-        return status_view.parse_url(args.url), args.token
+        address = status_view.parse_url(args.url)
+        if address.basic is not None and args.token:
+            raise ValueError("--url: holds credentials and a token is given too (--token or $PIPELINE_TOKEN): "
+                             "give one of them")
+        return address, args.token
     from pathlib import Path
 
     from pipeline.config import ConfigError, load_yaml, read_config
@@ -158,7 +162,7 @@ def _status_url(args: argparse.Namespace) -> tuple[str, str | None]:
     web = config.outputs.web
     if web is None or not web.port:
         raise ValueError(f"{args.config}: outputs.web.port is not set: the run serves no status (give --url)")
-    return status_view.url_of_web(web.host, web.port), args.token or web.token
+    return status_view.Address(status_view.url_of_web(web.host, web.port)), args.token or web.token
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -170,11 +174,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         return _problems([f"--timeout: must be > 0 seconds, got {args.timeout:g}"])
     try:
-        url, token = _status_url(args)
+        address, token = _status_url(args)
     except ValueError as e:
         return _problems([str(e)])
     try:
-        status = status_view.read_status(url, status_view.fetch(url, token, args.timeout))
+        answer = status_view.fetch(address.url, token, args.timeout, address.basic)
+        status = status_view.read_status(address.url, answer)
     except status_view.StatusError as e:
         return _problems([str(e)], FAILED)
     print(json.dumps(status.to_dict(), indent=2) if args.json else status_view.render(status))
@@ -467,10 +472,23 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()  # here, where a reader gone is caught, not at exit
+        return status
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return INTERRUPTED
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """The reader of stdout left (`pipeline query ... | head`): stop quietly, as Python's
+    documentation advises: stdout pointed at devnull, so that the interpreter's last flush
+    at exit does not fail again with a traceback."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return FAILED
 
 
 if __name__ == "__main__":

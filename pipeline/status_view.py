@@ -4,10 +4,13 @@ live view's API (`outputs.web`: `GET /api/cameras`, with the token as for the pa
 The answer is read field by field by name, and what is missing shows as `-`: the API
 grows, and a status from an older or newer run must still print. Figures are the recent
 window's where the API has one (`recent.fps`), else the run's. Only the standard library
-is used: the command answers at once, without loading the pipeline.
+(and `redact`) is used: the command answers at once, without loading the pipeline. A URL
+with user info (`http://user:pw@host:port`, a proxy in front of the run) reaches host:port
+with it as Basic auth, and is shown without it.
 """
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import urllib.error
@@ -15,6 +18,8 @@ import urllib.parse
 import urllib.request
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from pipeline.redact import redact
 
 API = "/api/cameras"
 
@@ -106,9 +111,12 @@ def read_status(url: str, snapshot: Any) -> Status:
                   _number(snapshot.get("cpu_percent")), rows)
 
 
-def fetch(url: str, token: str | None, timeout_s: float) -> Any:
-    """The run's `/api/cameras` as JSON; `StatusError` with one line when nothing usable answers."""
-    request = urllib.request.Request(url + API, headers={"Authorization": f"Bearer {token}"} if token else {})
+def fetch(url: str, token: str | None, timeout_s: float, basic: str | None = None) -> Any:
+    """The run's `/api/cameras` as JSON (`token` as a Bearer, else `basic`: the `user:password`
+    of the URL given); `StatusError` with one line when nothing usable answers."""
+    headers = {"Authorization": f"Bearer {token}"} if token else \
+        {"Authorization": "Basic " + base64.b64encode(basic.encode()).decode()} if basic else {}
+    request = urllib.request.Request(url + API, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as answer:  # noqa: S310 (http or https only)
             body = answer.read()
@@ -135,16 +143,31 @@ def fetch(url: str, token: str | None, timeout_s: float) -> Any:
         raise StatusError(f"{url}{API}: the answer is not JSON: is this a pipeline's web port?") from None
 
 
-def parse_url(url: str) -> str:
-    """`http(s)://host:port` without a trailing slash; ValueError naming what is wrong."""
+@dataclass(frozen=True)
+class Address:
+    """Where a run's web server is, and the credentials its URL held (`user:password`,
+    percent-decoded; sent as Basic auth, never shown)."""
+
+    url: str
+    basic: str | None = None
+
+
+def parse_url(url: str) -> Address:
+    """`http(s)://host:port` without a trailing slash nor user info; ValueError naming what is
+    wrong (the URL shown with its password masked)."""
     parts = urllib.parse.urlsplit(url.strip())
+    shown = repr(redact(url))
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"--url: expected http://HOST:PORT, got {url!r}")
+        raise ValueError(f"--url: expected http://HOST:PORT, got {shown}")
     try:
         parts.port  # noqa: B018 (raises on a port that is not a number)
     except ValueError:
-        raise ValueError(f"--url: the port is not a number in {url!r}") from None
-    return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
+        raise ValueError(f"--url: the port is not a number in {shown}") from None
+    host = parts.netloc.rpartition("@")[2]
+    basic = None
+    if "@" in parts.netloc:
+        basic = f"{urllib.parse.unquote(parts.username or '')}:{urllib.parse.unquote(parts.password or '')}"
+    return Address(f"{parts.scheme}://{host}{parts.path.rstrip('/')}", basic)
 
 
 def url_of_web(host: str, port: int) -> str:

@@ -118,3 +118,17 @@ def test_the_renamed_bench_option_names_its_new_name(capsys):
     assert ended.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == \
         "pipeline bench: error: --cameras was renamed: use --camera-count N"
+
+
+@pytest.mark.parametrize("table", [True, False], ids=["table", "json"])
+def test_a_reader_that_leaves_early_stops_pipeline_query_quietly_without_a_traceback(pipeline_cmd, tmp_path, table):
+    from store_rows import make_store, synthetic
+
+    store = make_store(str(tmp_path / "store.db"), synthetic(1000))
+    proc = subprocess.Popen([*pipeline_cmd, "query", "events", "--store", store, "--limit", "1000",
+                             *([] if table else ["--json"])], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline()  # `| head -1`: one line read, then gone, the rest (far past a pipe's buffer) unread
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 1
+    assert err == ""
