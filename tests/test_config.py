@@ -323,8 +323,8 @@ def test_recordings_kept_by_motion_is_refused_for_a_recorded_camera_whose_motion
         load_config(write_config(kept_by_motion(model_path, sample_path, {"cameras": {"a": {"motion": True}}})))
     assert e.value.problems == [
         "outputs.store.recordings_kept: motion keeps only recordings with motion, and camera 'b' (sources[1]) is "
-        "recorded without its motion measured: set graph[0].detect.motion (or graph[0].detect.cameras.b.motion) to "
-        "true, or keep its recordings by `active_objects`"]
+        "recorded without its motion measured: set graph[0].detect.motion to true (for a camera of the config "
+        "file, graph[0].detect.cameras.b.motion will do), or keep its recordings by `active_objects`"]
     with pytest.raises(ConfigError) as e:
         load_config(write_config(kept_by_motion(model_path, sample_path, {"motion": True,
                                                                           "cameras": {"a": {"motion": False}}})))
@@ -359,7 +359,7 @@ def test_a_camera_added_while_running_is_refused_where_recordings_are_kept_by_mo
         control.add({"id": "c", "uri": sample_path("bikes.mp4")}, "added")
     assert e.value.problems == [
         "outputs.store.recordings_kept: motion keeps only recordings with motion, and camera 'c' (added) is "
-        "recorded without its motion measured: set graph[0].detect.motion (or graph[0].detect.cameras.c.motion) to "
-        "true, or keep its recordings by `active_objects`"]
+        "recorded without its motion measured: set graph[0].detect.motion to true (for a camera of the config "
+        "file, graph[0].detect.cameras.c.motion will do), or keep its recordings by `active_objects`"]
     control.add({"id": "d", "uri": sample_path("bikes.mp4"), "record": {"enabled": False}}, "added")
     assert runs.started == ["d"]

@@ -193,8 +193,9 @@ def _kept_recordings_problems(config: Config) -> list[str]:
     if out.store.recordings_kept != "motion" or entry is None or not out.store.enabled:
         return []
     return [f"outputs.store.recordings_kept: motion keeps only recordings with motion, and camera {s.id!r} "
-            f"(sources[{i}]) is recorded without its motion measured: set {entry.path}.motion (or "
-            f"{entry.path}.cameras.{s.id}.motion) to true, or keep its recordings by `active_objects`"
+            f"(sources[{i}]) is recorded without its motion measured: set {entry.path}.motion to true (for a "
+            f"camera of the config file, {entry.path}.cameras.{s.id}.motion will do), or keep its recordings by "
+            "`active_objects`"
             for i, s in enumerate(config.sources)
             if s.id and out.record_for(s.record).enabled and not entry.rate(s.id).motion]
 

@@ -37,8 +37,13 @@ def store_path(out: OutputsConfig) -> str:
 
 
 def move_aside(path: str, why: str) -> str:
-    """Move a SQLite store (and its WAL) aside; returns where it went."""
-    aside = f"{path}.{why}-{time.strftime('%Y%m%d-%H%M%S')}"
+    """Move a SQLite store (and its WAL) aside; returns where it went: a name no file has
+    (a second store moved aside in the same second gets `-2`, never written over the first)."""
+    stem = aside = f"{path}.{why}-{time.strftime('%Y%m%d-%H%M%S')}"
+    n = 1
+    while any(os.path.lexists(aside + suffix) for suffix in ("",) + SIDE_FILES):
+        n += 1
+        aside = f"{stem}-{n}"
     for suffix in ("",) + SIDE_FILES:
         if os.path.exists(path + suffix):
             os.replace(path + suffix, aside + suffix)

@@ -52,7 +52,10 @@ def outputs_of(args: argparse.Namespace) -> OutputsConfig:
     if args.config:
         from pipeline.config import load_config
 
-        return load_config(args.config).outputs
+        out = load_config(args.config).outputs
+        if not os.path.isdir(out.dir):
+            raise PipelineError(f"outputs.dir: {out.dir}: no such folder (nothing to rebuild from)")
+        return out
     if not os.path.isdir(args.dir):
         raise PipelineError(f"--dir: {args.dir}: no such folder")
     return OutputsConfig(dir=os.path.abspath(args.dir), jsonl=JsonlOutputConfig(filename="*.jsonl"))
@@ -85,7 +88,7 @@ def rebuild_store(out: OutputsConfig, to: str | None) -> int:
         done, target, kept = rebuild(out, backend), backend.where, None
         backend.close()
     else:
-        target = os.path.abspath(to) if to else store_path(out)
+        target = os.path.realpath(to if to else store_path(out))  # a link's store, never the link, is rebuilt
         not_a_folder(target)
         lock = StoreLock(target)
         lock.take(exclusive=True)  # no run writes into it meanwhile, however it is named

@@ -35,7 +35,8 @@ class StoreLock:
         if self.fd is None:
             try:
                 os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)  # a store's first run
-                self.fd = os.open(self.path + SUFFIX, os.O_RDWR | os.O_CREAT, 0o644)
+                # beside the file a link names: a store reached through a link is the same store
+                self.fd = os.open(os.path.realpath(self.path) + SUFFIX, os.O_RDWR | os.O_CREAT, 0o644)
             except OSError as e:
                 raise StoreError(f"{self.path}{SUFFIX}: the store's lock cannot be taken: {one_line(e)}") from None
         try:

@@ -4,6 +4,7 @@ absolute `outputs.store.path`); with no run, a rebuild from one folder never dro
 rows of another folder's runs that the store holds; a run does not open a store being
 rebuilt."""
 import glob
+import os
 import signal
 import sqlite3
 import subprocess
@@ -90,3 +91,53 @@ def test_a_run_does_not_open_a_store_being_rebuilt(tmp_path):
     assert e.value.problems[0].startswith(f"{tmp_path / 'store.db'}: the store is being rebuilt")
     assert not (tmp_path / "store.db").exists()
     open_store(outputs(tmp_path)).close()
+
+
+def test_a_store_reached_through_a_link_is_locked_as_the_store_and_a_rebuild_replaces_the_file_not_the_link(
+        pipeline_cmd, tmp_path):
+    """A `--to` naming a link to a store a run writes was not refused (the lock taken was
+    the link's own), and the link itself was moved aside in its file's place."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    write_lines(folder, cameras=1, frames=9)
+    real = tmp_path / "kept" / "store.db"
+    real.parent.mkdir()
+    link = tmp_path / "link.db"
+    link.symlink_to(real)
+    writing = StoreLock(str(real))
+    writing.take(exclusive=False)
+    try:
+        r = store(pipeline_cmd, "rebuild", "--dir", folder, "--to", link)
+        assert r.returncode == 2 and "in use by a run writing into it" in r.stderr, r.stderr
+    finally:
+        writing.release()
+    r = store(pipeline_cmd, "rebuild", "--dir", folder, "--to", link)
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and os.path.samefile(link, real)
+    assert sqlite3.connect(real).execute("SELECT count(*) FROM runs").fetchone()[0] >= 1
+
+
+def test_stores_moved_aside_in_one_second_each_keep_a_name_of_their_own(tmp_path):
+    """Two rebuilds in the same second: the second store moved aside took the first one's
+    name and wrote over it (the store before both was gone)."""
+    from pipeline.store.opening import move_aside
+
+    path = tmp_path / "store.db"
+    kept = []
+    for content in (b"first", b"second", b"third"):
+        path.write_bytes(content)
+        kept.append(move_aside(str(path), "replaced"))
+    assert len(set(kept)) == 3
+    assert [open(k, "rb").read() for k in kept] == [b"first", b"second", b"third"]
+
+
+def test_a_rebuild_of_a_config_whose_folder_does_not_exist_is_one_line(pipeline_cmd, short_clips, model_path,
+                                                                       write_config, tmp_path):
+    """It was a FileNotFoundError traceback (taking the folder's lock), exit 1."""
+    config = write_config({"sources": [{"id": "cam0", "uri": short_clips["vtest"]}],
+                           "models": {"det": detector_model(model_path)}, "graph": [{"detect": {"model": "det"}}],
+                           "outputs": {"dir": str(tmp_path / "nowhere")}})
+    r = store(pipeline_cmd, "rebuild", "--config", config)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [f"error: outputs.dir: {tmp_path / 'nowhere'}: no such folder "
+                                             "(nothing to rebuild from)"]
