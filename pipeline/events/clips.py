@@ -8,9 +8,15 @@ event while a clip is open extends it (events close together share one clip) whi
 clip is shorter than `max_s` (from its first packet): a busy camera's events would
 otherwise extend one clip for as long as they keep coming. Past it, the event opens a new
 clip with its own pre-roll, and the clip under way takes no more events: it goes on beside
-the new one until `post_s` after its last event, then ends. A clip is thus at most `max_s`
-+ `post_s` long, and holds its every event's `pre_s` and `post_s`. Where no new clip can
-start (no keyframe in the ring), the clip under way takes the event.
+the new one until `post_s` after its last event, then ends. A clip holds its every
+event's `pre_s` and `post_s`. A clip starts on a keyframe: where a new one could start no later than the clip under way does (no keyframe
+since: keyframes further apart than `max_s`) it would hold nothing the clip under way
+does not, so the clip under way takes the event; as it does where no new clip can start
+(no keyframe in the ring). For the same reason a clip past its `post_s` is not finished
+while the ring still starts at its first keyframe: it waits, writing nothing, and an
+event meanwhile carries it on (what came since, from the ring). A clip is thus at most
+max(`max_s`, keyframe interval + `pre_s`) + `post_s` long; keyframes further apart than
+`max_s` are said once in the log.
 
 A clip is a fragmented MP4 written out a fragment about every second (as a live camera's
 video is): one still being written plays up to its last whole fragment (what the page's
@@ -118,6 +124,11 @@ class PacketRing:
     def bytes(self) -> int:
         return self._bytes
 
+    @property
+    def start_s(self) -> float | None:
+        """The first packet held (a keyframe), where a clip could start at the earliest."""
+        return self._held[0].seconds if self._held else None
+
 
 @dataclass(frozen=True)
 class ClipRef:
@@ -185,6 +196,13 @@ class ClipFile:
         self._bytes += len(held.data)
         self._last_dts = held.dts
 
+    def write_until(self, held: list[Held], until: float | None) -> None:
+        """Write `held` (what the clip holds already is left out) up to `until`."""
+        for h in held:
+            if until is not None and h.seconds > until:
+                return
+            self.write(h)
+
     def finish(self) -> None:
         if self._container is None:
             return
@@ -214,6 +232,45 @@ class Pace:
             return t - last - self.step_s  # the time missing: the step less the frame it stands for
         self.step_s = t - last
         return None
+
+
+@dataclass
+class KeyframeGap:
+    """How far apart the video's keyframes come: said once where it is more than `max_s`,
+    for then its clips are as long as the keyframe interval (a clip starts on a keyframe)."""
+
+    camera: str
+    max_s: float
+    last_s: float | None = None  # the last keyframe since the video (re)started
+    said: bool = False
+
+    def see(self, held: Held) -> None:
+        if not held.keyframe:
+            return
+        if self.last_s is not None and not self.said and held.seconds - self.last_s > self.max_s:
+            log.warning("camera %s: its video's keyframes are %.1f s apart, more than clips.max_s (%g s): its event "
+                        "clips are as long as that needs", self.camera, held.seconds - self.last_s, self.max_s)
+            self.said = True
+        self.last_s = held.seconds
+
+
+@dataclass
+class Cuts:
+    """Where the video last broke, to say why a pre-roll is shorter than `pre_s`."""
+
+    size_changed_s: float | None = None
+    interrupted: tuple[float, float] | None = None  # (when the video came back, after how long away)
+
+    def why(self, wanted_from: float, ring: PacketRing) -> str:
+        """The latest of what cut a pre-roll meant to start at `wanted_from`."""
+        cuts = [(self.size_changed_s, "pre_s shortened: the video changed size"),
+                (ring.budget_cut_s, f"pre_s shortened to the first keyframe within the "
+                                    f"{ring.max_bytes / 1e6:g} MB of clips.max_mb kept for it")]
+        if self.interrupted is not None:
+            back_s, away_s = self.interrupted
+            cuts.append((back_s, f"pre_s shortened: the video was interrupted for {away_s:.1f} s before"))
+        cut = [(t, why) for t, why in cuts if t is not None and t > wanted_from]
+        return max(cut, key=lambda c: c[0])[1] if cut else "pre_s shortened: the video starts there"
 
 
 @dataclass
@@ -255,15 +312,16 @@ class ClipRecorder:
         self._stream = None
         self._encoder: tuple | None = None
         self._stream_packets = 0  # of the current encoder; its codec headers are complete once one was muxed
-        self._size_changed_s: float | None = None
-        self._interrupted: tuple[float, float] | None = None  # (when the video came back, after how long away)
+        self._cuts = Cuts()
         self._pace = Pace()
+        self._keys = KeyframeGap(os.path.basename(folder), max_s)  # the folder is named after the camera
         self._first_part = ""  # the clip's first file; a size change continues it in its .partN files
         self._part = 0
         self._continues = False  # the clip goes on in its next part at the next packet
         self._end_s = 0.0
         self._ends_after_next = False
         self._started_s = 0.0  # the clip's first packet (of its first part)
+        self._file_start_s = 0.0  # the first packet of the file being written (a keyframe)
         self._newest_s = 0.0  # the newest packet's time
 
     def packet(self, packet: av.Packet, stream) -> None:
@@ -280,7 +338,8 @@ class ClipRecorder:
             away = self._pace.gap(held)
             if away is not None:  # an outage: no clip splices the video before it to the video after
                 self._break()
-                self._interrupted = (held.seconds, away)
+                self._cuts.interrupted = (held.seconds, away)
+            self._keys.see(held)
             self.ring.add(held)
             if self._ends_after_next:  # the packet of the frame whose event was marked last
                 self._end_s = max(self._end_s, held.seconds + self.post_s)
@@ -293,22 +352,28 @@ class ClipRecorder:
                     self._part += 1
                     self._open(segment_path(self._first_part, self._part), self.ring.from_keyframe())
             self.tails.write(held)
-            if self.clip.is_open:
-                if held.seconds > self._end_s:
-                    self.close()
-                else:
-                    self.clip.write(held)
+            if self.clip.is_open and held.seconds <= self._end_s:
+                self.clip.write(held)
+            elif self.clip.is_open and not self._resumable:
+                self.close()
+
+    @property
+    def _resumable(self) -> bool:
+        """Whether a clip past its `post_s` waits (writing nothing) for a next event: while
+        the ring holds its first keyframe, a new clip would start there too, a copy of it."""
+        return self.ring.start_s is not None and self.ring.start_s <= self._file_start_s
 
     def _new_encoder(self, stream, at_s: float) -> None:
         encoder = _encoder(stream)
         if self._encoder is not None and encoder != self._encoder:
             self._break()  # its packets cannot go into a clip of the new encoder
-            self._size_changed_s = at_s
+            self._cuts.size_changed_s = at_s
         self._stream, self._encoder, self._stream_packets = stream, encoder, 0
 
     def _break(self) -> None:
         """The video breaks here: the ring starts again, a clip under way goes on in its next part."""
         self.ring.clear()
+        self._keys.last_s = None
         self.tails.finish()
         if self.clip.is_open:
             self.clip.finish()
@@ -317,19 +382,21 @@ class ClipRecorder:
     def event(self, name: str, at_s: float | None = None) -> ClipRef:
         """An event at `at_s`, by default at the next packet's time (the sink marks a
         frame's events before it encodes the frame): the clip that will show it, the one
-        under way while it is shorter than `max_s`, else a new one."""
+        under way while it is shorter than `max_s`, else a new one (`_shares`)."""
         with self._lock:
             at = self._newest_s if at_s is None else at_s
-            shares = self.clip.is_open and at - self._started_s < self.max_s
-            held = [] if shares else self.ring.from_keyframe(None if at_s is None else at_s - self.pre_s)
-            if self.clip.is_open and held:  # past max_s: it takes no more events, the new clip does
+            held = self.ring.from_keyframe(None if at_s is None else at_s - self.pre_s)
+            waited = self.clip.is_open and self._newest_s > self._end_s  # past its post_s, written up to there
+            if self.clip.is_open and not self._shares(at, held):  # it takes no more events, the new clip does
                 self.tails.clips.append((self.clip, self._end_s))
                 self.clip, self._end_s = ClipFile(self.clip.max_bytes, self.clip.on_file, self.clip.written), 0.0
             if at_s is None:
                 self._ends_after_next = True
             else:
                 self._end_s = max(self._end_s, at_s + self.post_s)
-            if self.clip.is_open:  # shared, or past max_s with no keyframe to start a new clip from
+            if self.clip.is_open:
+                if waited:  # what came since its end, from the ring
+                    self.clip.write_until(self.ring.from_keyframe(), self._newest_s if at_s is None else self._end_s)
                 return ClipRef(self.clip.path)
             if self._stream is None or not held:
                 why = "nothing encoded yet" if self._stream is None else \
@@ -342,28 +409,20 @@ class ClipRecorder:
             pre = at - held[0].seconds
             if pre >= self.pre_s - 1e-6:
                 return ClipRef(self.clip.path)
-            return ClipRef(self.clip.path, round(pre, 3), self._shortened(at))
+            return ClipRef(self.clip.path, round(pre, 3), self._cuts.why(at - self.pre_s, self.ring))
 
-    def _shortened(self, at: float) -> str:
-        """Why the pre-roll is shorter than `pre_s`: the latest of what cut it."""
-        wanted_from = at - self.pre_s
-        cuts = [(self._size_changed_s, "pre_s shortened: the video changed size"),
-                (self.ring.budget_cut_s, f"pre_s shortened to the first keyframe within the "
-                                         f"{self.ring.max_bytes / 1e6:g} MB of clips.max_mb kept for it")]
-        if self._interrupted is not None:
-            back_s, away_s = self._interrupted
-            cuts.append((back_s, f"pre_s shortened: the video was interrupted for {away_s:.1f} s before"))
-        cut = [(t, why) for t, why in cuts if t is not None and t > wanted_from]
-        return max(cut, key=lambda c: c[0])[1] if cut else "pre_s shortened: the video starts there"
+    def _shares(self, at: float, held: list[Held]) -> bool:
+        """Whether an event at `at` goes into the clip under way, a new clip being `held` on:
+        while the clip is shorter than `max_s`, and past it where no new clip can start (no
+        keyframe) or one would start no later than the file under way (a clip starts on a
+        keyframe: it would hold the same packets again)."""
+        return at - self._started_s < self.max_s or not held or held[0].seconds <= self._file_start_s
 
     def _open(self, path: str, held: list[Held], until: float | None = None) -> None:
         """A clip from `held`, up to `until` (a recording's packets may reach past the clip's end already)."""
         self.clip.open(path, self._stream)
-        for h in held:
-            if until is not None and h.seconds > until:
-                self.close()
-                return
-            self.clip.write(h)
+        self._file_start_s = held[0].seconds
+        self.clip.write_until(held, until)
 
     @property
     def open_file(self) -> str | None:

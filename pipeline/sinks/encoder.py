@@ -18,6 +18,8 @@ Conversion uses OpenCV's BGR->I420 (about 2x cheaper than PyAV's own conversion)
 A hardware encoder (`codec: h264_nvenc`) that cannot open falls back to libx264 with its
 own preset and crf: `options` belong to the configured encoder only (NVENC's `preset:
 p4` or `rc` would stop libx264), so they are dropped then, said once per camera.
+A video that event clips are cut from (`on_packet`) asks its encoder for a keyframe at
+most every `KEYFRAME_S` of video time (a clip starts on one), unless `options` set `g`.
 `fragmented` writes fragmented MP4 flushed about every second (the default for live
 cameras, which may run for months): even a killed process leaves a playable file.
 An MP4 is written through `VideoFile`, which checks the writer's lease (a camera that
@@ -36,12 +38,14 @@ import logging
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable
 
 import av
 import cv2
 import numpy as np
+from av.video.frame import PictureType
 
 from pipeline.config import VideoOutputConfig
 from pipeline.errors import one_line
@@ -52,6 +56,7 @@ from pipeline.recording.segments import segment_path
 log = logging.getLogger("pipeline.sink")
 
 SOFTWARE_CODEC = "libx264"
+KEYFRAME_S = 2.0  # a keyframe about this often in a video event clips are cut from
 LOW_SPACE = 256 * 2**20  # free bytes under which plain MP4 makes way for fragmented
 INDEX_BYTES_PER_FRAME = 32  # a plain MP4's index at close, per frame (sizes, offsets, times)
 MP4 = (".mp4", ".mov", ".m4v")
@@ -209,6 +214,29 @@ def yuv_frame(image: np.ndarray) -> av.VideoFrame:
     return av.VideoFrame.from_numpy_buffer(yuv, format="yuv420p")  # no copy: yuv is ours alone
 
 
+@dataclass
+class KeyframePacing:
+    """Keyframes at most `every_s` of video time apart (None: the encoder's own GOP), asked
+    of the encoder by marking a frame I: event clips are cut from a video's packets and
+    start on its keyframes, and libx264's default GOP (250 frames) is 75 s for a camera
+    analysed at 3.3 frames a second. A GOP the configured encoder's `options` set (`g`) is kept."""
+
+    every_s: float | None = None
+    last_s: float | None = None  # the last keyframe asked for
+    prev_s: float | None = None  # the frame before
+
+    def frame(self, vf: av.VideoFrame, codec: str, config: VideoOutputConfig) -> None:
+        """Mark `vf` a keyframe where the next frame (as far after it as it is after the
+        one before) would come more than `every_s` after the last keyframe."""
+        if self.every_s is None or (codec == config.codec and "g" in config.options):
+            return
+        t = float(vf.pts * vf.time_base)
+        step, self.prev_s = t - (t if self.prev_s is None else self.prev_s), t
+        if self.last_s is None or t + step - self.last_s > self.every_s + 1e-6:
+            vf.pict_type = PictureType.I
+            self.last_s = t
+
+
 class DiskRoom:
     """Whether a plain MP4 would still find room for its index at close on its disk: free
     space below `low_space` (plus the index of the frames so far) is too little. Looked
@@ -256,6 +284,7 @@ class VideoWriter:
         self.file = segment_path(path, segment)  # the file being written (or written next)
         self.lease = lease  # raises once another writer owns the camera's outputs
         self.on_packet = on_packet  # every encoded packet, before it is muxed (event clips)
+        self.keyframes = KeyframePacing(KEYFRAME_S if on_packet is not None else None)  # clips start on them
         self.on_file = on_file  # each file once it exists (the run's record of what it wrote)
         self.room = DiskRoom(low_space)
         self._frames = 0  # frames given to the open file
@@ -343,6 +372,7 @@ class VideoWriter:
         if self._container is None:
             self._open(frame, ew, eh)
         self._frames += 1
+        self.keyframes.frame(vf, self.codec, self.config)
         self._mux(self._stream.encode(vf))
         if self._file is not None and self._file.refused is not None:
             raise self._file.refused

@@ -266,3 +266,91 @@ def test_events_that_keep_coming_share_a_clip_only_up_to_max_s_and_each_names_a_
         assert len(frames_) <= (max_s + post_s + 1) * FPS
     for k, ref in refs.items():  # its moment, its pre-roll and its post_s in the clip it names
         assert ref.pre_s is None and {k - pre_s * FPS, k, k + post_s * FPS} <= set(clips[ref.path])
+
+
+@pytest.mark.parametrize("lead", [0, 10], ids=["live", "from_a_recording_ahead"])
+def test_keyframes_further_apart_than_max_s_give_one_clip_per_keyframe_not_one_per_event(tmp_path, lead, caplog):
+    """A camera whose keyframes came 75 s apart (max_s 3): every event past max_s opened a
+    clip from the same old keyframe, 70 clips of 50-76 s (248 MB beside an 11 MB video).
+    A clip can only start on a keyframe: an event whose clip would start no later than the
+    open one's shares it, said once in the log."""
+    pre_s, post_s, max_s, gop = 1.0, 1.0, 3.0, 8 * FPS
+    held, stream = numbered_packets(tmp_path, 340, gop=gop)
+    keys = [h.pts for h in held if h.keyframe]
+    assert min(b - a for a, b in zip(keys, keys[1:])) > max_s * FPS  # the camera this is about
+    rec = ClipRecorder(str(tmp_path / "events" / "hall"), pre_s=pre_s, post_s=post_s, lead_s=lead / FPS, max_s=max_s)
+    moments = range(20, 320, 15)  # 1.5 s apart, for 30 s
+    refs = {}
+    with caplog.at_level("INFO", logger="pipeline.clips"):
+        for h in held:
+            if lead == 0 and h.pts in moments:
+                refs[h.pts] = rec.event(f"e{h.pts}")
+            rec.add(h, stream)
+            if lead and h.pts - lead in moments:
+                refs[h.pts - lead] = rec.event(f"e{h.pts - lead}", (h.pts - lead) / FPS)
+        rec.close()
+    clips = {path: shown(path) for path in rec.written}
+    assert set(clips) == {r.path for r in refs.values()}
+    for frames_ in clips.values():  # each decodes every frame in order, from a keyframe of its own
+        assert frames_ == list(range(frames_[0], frames_[0] + len(frames_))) and frames_[0] in keys
+        assert len(frames_) <= (gop / FPS + pre_s + post_s) * FPS + 1  # as long as the keyframe interval needs
+    assert len({f[0] for f in clips.values()}) == len(clips) <= len(keys)
+    pre_rolls = (len(clips) - 1) * ((pre_s + post_s) * FPS + 1)  # a clip and the one before share its pre-roll at most
+    assert sum(len(f) for f in clips.values()) <= len(held) + pre_rolls
+    for k, ref in refs.items():
+        assert ref.pre_s is None and {k - pre_s * FPS, k, k + post_s * FPS} <= set(clips[ref.path])
+    said = [r.getMessage() for r in caplog.records if "keyframe" in r.getMessage()]
+    assert said == [f"camera hall: its video's keyframes are {gop / FPS:.1f} s apart, more than clips.max_s "
+                    f"({max_s:g} s): its event clips are as long as that needs"]
+
+
+def slow_camera_frames(n: int):
+    """A camera analysed at a third of its frame rate (`max_fps`): frame i at 0.3 i s though
+    its rate says FPS; frame i is grey level 5 + 2i."""
+    from pipeline.frames import Frame
+
+    for i in range(n):
+        yield Frame("cam", i, 3 * i, Fraction(1, FPS), np.full((48, 64, 3), 5 + 2 * i, np.uint8), 0.0, Fraction(FPS))
+
+
+def keyframe_times(path: str) -> list[float]:
+    with av.open(path) as c:
+        return [float(p.pts * p.time_base) for p in c.demux(video=0) if p.is_keyframe]
+
+
+def test_the_annotated_video_has_a_keyframe_every_few_seconds_when_clips_are_cut_from_it(tmp_path):
+    """Clips cut from the annotated video start on its keyframes: at libx264's default GOP
+    (250 frames: 75 s for a camera analysed at 3.3 frames a second) every clip was 75 s."""
+    from pipeline.config import VideoOutputConfig
+    from pipeline.sinks.encoder import KEYFRAME_S, VideoWriter
+
+    pre_s, post_s, max_s = 1.0, 1.0, 3.0
+    rec = ClipRecorder(str(tmp_path / "events" / "cam"), pre_s=pre_s, post_s=post_s, max_s=max_s)
+    video = VideoWriter(str(tmp_path / "cam.mp4"), VideoOutputConfig(), on_packet=rec.packet)
+    refs = []
+    for frame in slow_camera_frames(90):  # 27 s
+        if frame.seq % 5 == 2:  # every 1.5 s
+            refs.append(rec.event(f"e{frame.seq}"))
+        video.write(frame)
+    video.close()
+    rec.close()
+    keys = keyframe_times(str(tmp_path / "cam.mp4"))
+    assert keys[0] == 0 and max(b - a for a, b in zip(keys, keys[1:] + [27.0])) <= KEYFRAME_S
+    assert set(rec.written) == {r.path for r in refs} and len(rec.written) > 1
+    for path in rec.written:
+        with av.open(path) as c:
+            times = [float(f.pts * f.time_base) for f in c.decode(video=0)]
+        assert times[0] == 0 and times[-1] <= max_s + pre_s + post_s + KEYFRAME_S
+
+
+def test_a_gop_the_video_options_set_is_kept_when_clips_are_cut_from_it(tmp_path):
+    from pipeline.config import VideoOutputConfig
+    from pipeline.sinks.encoder import VideoWriter
+
+    rec = ClipRecorder(str(tmp_path / "events" / "cam"), pre_s=1.0, post_s=1.0)
+    video = VideoWriter(str(tmp_path / "cam.mp4"), VideoOutputConfig(options={"g": "60"}), on_packet=rec.packet)
+    for frame in slow_camera_frames(90):
+        video.write(frame)
+    video.close()
+    rec.close()
+    assert keyframe_times(str(tmp_path / "cam.mp4")) == [0.0, 18.0]  # a keyframe every 60 frames, as asked

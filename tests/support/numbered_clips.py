@@ -23,10 +23,11 @@ def encoder(path: str, gop: int):
     return out, s
 
 
-def numbered_packets(folder, n: int) -> tuple[list[Held], object]:
-    """A camera's packets (a keyframe a second) of `n` frames, frame i showing its number:
-    the top of the picture grey 5 + 6 (i % 40), the bottom 5 + 30 (i // 40); and their stream."""
-    out, stream = encoder(str(folder / "cam.mp4"), gop=FPS)
+def numbered_packets(folder, n: int, gop: int = FPS) -> tuple[list[Held], object]:
+    """A camera's packets (a keyframe every `gop` frames, a second by default) of `n` frames,
+    frame i showing its number: the top of the picture grey 5 + 6 (i % 40), the bottom
+    5 + 30 (i // 40); and their stream."""
+    out, stream = encoder(str(folder / "cam.mp4"), gop=gop)
     held = []
     for i in range(n):
         img = np.empty((48, 64, 3), np.uint8)
