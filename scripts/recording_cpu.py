@@ -74,7 +74,7 @@ def per_packet(folder: str, clip: str, record: bool, passes: int = 4) -> tuple[f
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     rec = Recording("cam", out, RecordConfig(enabled=True), None, False, path=lambda s: f"{out}/cam.rec.{s}.mp4",
-                    after=None, on_failure=print) if record else None
+                    on_failure=print) if record else None
     cpu, thread, n = time.process_time(), time.thread_time(), [0]
     for _ in range(passes):
         connection = Connection(SourceConfig(id="cam", uri=clip), lambda why: None, tap=rec, decode=False)

@@ -155,7 +155,8 @@ def test_selecting_cameras_drops_the_other_cameras_analytics(tmp_path, sample_pa
             "--output", str(tmp_path / "out"), "-q")
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".config", ".store_runs", ".written",
-                                                                    "detections.jsonl", "store.db", "street.mp4"]
+                                                                    "detections.jsonl", "store.db", "store.db.lock",
+                                                                    "street.mp4"]
 
 
 def test_the_shipped_configs_pass_every_check(tmp_path):

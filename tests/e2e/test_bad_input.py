@@ -223,7 +223,7 @@ def test_failed_cameras_leave_no_empty_files(tmp_path, model_path, short_clips):
     r, report = cli_run(cfg, tmp_path)
     assert r.returncode == 0 and report["cameras"]["bad"]["state"] == "failed"
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".config", ".store_runs", ".written", "good.jsonl",
-                                                                    "good.mp4", "store.db"]
+                                                                    "good.mp4", "store.db", "store.db.lock"]
 
 
 def test_a_server_that_never_answers_is_reported_as_a_timeout(tmp_path, model_path, short_clips):

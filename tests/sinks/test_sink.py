@@ -8,9 +8,15 @@ import logging
 from conftest import detector_model, frame_count, read_jsonl
 
 
-def test_a_failing_video_writer_stops_its_video_only(tmp_path, short_clips, model_path, write_config, caplog):
+def test_a_failing_video_writer_stops_its_video_only(tmp_path, short_clips, model_path, write_config, caplog,
+                                                     monkeypatch):
     from pipeline.config import load_config
     from pipeline.graph import Pipeline
+    from pipeline.sinks import encoder
+
+    # a file already there is never written over (the video goes to its next free part):
+    # here the writer is made to open the path it was given, which is a folder
+    monkeypatch.setattr(encoder, "free_file", lambda path, base, segment: (path, segment))
 
     out = tmp_path / "out"
     cfg = {"sources": [{"id": "broken", "uri": short_clips["bikes"]}, {"id": "fine", "uri": short_clips["vtest"]}],
