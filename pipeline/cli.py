@@ -4,7 +4,9 @@ Exit status (`pipeline.runloop`): 0 done, 1 a run whose cameras all failed, whos
 outputs could not all be written or that lost an event, 2 bad configuration, model or
 output, or a start-up failure (every problem listed on its own `error:` line, nothing
 started), 130 interrupted by Ctrl-C (outputs finalised). A `run` stopped by SIGTERM (a
-service manager) ends as a finished run does: 0 when everything was written.
+service manager) ends as a finished run does: 0 when everything was written. A reader
+of stdout that leaves early (`| head`) ends a command quietly, 0 (a run: 1); stdout that
+cannot be written (a full disk) is one `error:` line and 1.
 
 Only the standard library and the exit codes are imported at module level: a
 Ctrl-C while the heavy libraries load or models open ends the command at once, quietly,
@@ -471,24 +473,65 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("models", "bench", "status", "export", "query"):  # nothing to finalise: clean up and stop
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    stdout, sys.stdout = sys.stdout, Output(sys.stdout)
     try:
         status = args.func(args)
-        sys.stdout.flush()  # here, where a reader gone is caught, not at exit
+        sys.stdout.flush()  # here, where a reader gone or a full disk is caught, not at exit
         return status
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return INTERRUPTED
     except BrokenPipeError:
-        return _reader_gone()
+        return _stdout_gone(FAILED if args.command == "run" else DONE)
+    except OutputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return _stdout_gone(FAILED)
+    finally:
+        sys.stdout = stdout
 
 
-def _reader_gone() -> int:
-    """The reader of stdout left (`pipeline query ... | head`): stop quietly, as Python's
-    documentation advises: stdout pointed at devnull, so that the interpreter's last flush
-    at exit does not fail again with a traceback."""
+class OutputError(Exception):
+    """Writing a command's output to stdout failed (a full disk, a terminal gone): one line."""
+
+
+class Output:
+    """stdout as a command writes to it, its errors told from the command's own: a reader
+    gone stays BrokenPipeError, any other is `OutputError`. The rest is stdout's."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return self._guarded(self.stream.write, text)
+
+    def flush(self) -> None:
+        self._guarded(self.stream.flush)
+
+    @staticmethod
+    def _guarded(call, *args):
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise OutputError(f"cannot write to stdout: {e.strerror or e}") from None
+
+    def __getattr__(self, name: str):
+        return getattr(self.__dict__["stream"], name)
+
+
+def _stdout_gone(status: int) -> int:
+    """Stop quietly, as Python's documentation advises where stdout cannot take more (its
+    reader left: `pipeline query ... | head`; or a full disk): stdout pointed at devnull,
+    so that the interpreter's last flush at exit does not fail again with a traceback.
+
+    A reader that leaves early is no failure of the command (exit 0): a short answer is
+    whole in the pipe's buffer before the reader leaves, and the status cannot depend on
+    the answer's length (a table or its longer JSON). A run's summary comes before its
+    report and exit status, so a run still ends 1 there."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
-    return FAILED
+    return status
 
 
 if __name__ == "__main__":

@@ -81,18 +81,35 @@ def user_info(url: str) -> list[str]:
     return [secret] if secret else []
 
 
+def raw_userinfo(url: str) -> str | None:
+    """The text between a URL's `://` and its last `@` when it holds an `@`, `/`, `?` or
+    `#`: its user info as FFmpeg would read it, which other readers end early (libpq ends
+    the password at the first `@` and takes the rest for the host; `urlsplit` and this
+    module's masking end it at `/`, `?` or `#`), so its tail would show in clear. None for
+    a URL whose user info every reader takes alike (or that has none)."""
+    info, at, _ = url.partition("://")[2].rpartition("@")
+    return info if at and any(c in info for c in "@/?#") else None
+
+
+def mask_userinfo(text: str) -> str:
+    """One URL as given, with everything between its `://` (its start, without one) and its
+    last `@` masked: for an error line about a URL that may not parse, whose user info
+    no parser can be trusted to find (`bob:pw@host`, `http://bob:p#w@host`)."""
+    head, sep, rest = text.partition("://") if "://" in text else ("", "", text)
+    _, at, tail = rest.rpartition("@")
+    return f"{head}{sep}{MASK}@{tail}" if at else text
+
+
 def userinfo_problem(url: str) -> str | None:
-    """Why a URL's user info cannot be read as meant: a raw `@` in it (more than one `@`
-    before the host). This module masks up to the last one, as FFmpeg reads it, but a
-    driver such as libpq ends the password at the first and takes the rest for the host,
-    then names that host (the password's tail) in its error: such a URL is refused before
-    it is used."""
-    authority = url.partition("://")[2]
-    for end in "/?#":
-        authority = authority.partition(end)[0]
-    if authority.count("@") < 2:
+    """Why a URL's user info cannot be read as meant (`raw_userinfo`), the URL shown with
+    that whole text masked; None when it can. The text and its password are registered
+    as secrets first: no line, log or driver's error shown from now on holds them."""
+    info = raw_userinfo(url)
+    if info is None:
         return None
-    return "its user name or password holds a raw '@': write it percent-encoded (%40), e.g. user:p%40ss@host"
+    register(info, info.partition(":")[2] or None)
+    return (f"{redact(mask_userinfo(url))}: its user name or password holds a raw '@', '/', '?' or '#': write each "
+            "percent-encoded (%40, %2F, %3F, %23), e.g. user:p%40ss@host")
 
 
 def _mask_query(m: re.Match) -> str:
@@ -103,10 +120,10 @@ def redact(text: str) -> str:
     """`text` with every secret masked."""
     if not text:
         return text
-    text = _USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", text)
-    text = _QUERY.sub(_mask_query, text)
     pattern = _known_pattern
-    return pattern.sub(MASK, text) if pattern is not None else text
+    text = pattern.sub(MASK, text) if pattern is not None else text  # first: a URL's masking would cut one apart
+    text = _USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", text)
+    return _QUERY.sub(_mask_query, text)
 
 
 def redact_data(value: Any) -> Any:

@@ -19,7 +19,7 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pipeline.redact import redact
+from pipeline.redact import mask_userinfo, raw_userinfo, redact
 
 API = "/api/cameras"
 
@@ -154,9 +154,14 @@ class Address:
 
 def parse_url(url: str) -> Address:
     """`http(s)://host:port` without a trailing slash nor user info; ValueError naming what is
-    wrong (the URL shown with its password masked)."""
-    parts = urllib.parse.urlsplit(url.strip())
-    shown = repr(redact(url))
+    wrong, the URL shown with all before its last `@` masked (it may not parse: no parser
+    can be trusted to find its password)."""
+    text = url.strip()
+    shown = repr(redact(mask_userinfo(text)))
+    if raw_userinfo(text) is not None:
+        raise ValueError(f"--url: the user name or password holds a raw '@', '/', '?' or '#' in {shown}: write "
+                         "each percent-encoded (%40, %2F, %3F, %23)")
+    parts = urllib.parse.urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"--url: expected http://HOST:PORT, got {shown}")
     try:

@@ -68,29 +68,56 @@ def test_log_records_leave_redacted_with_their_tracebacks(caplog):
     assert "TbPass55" not in text and "MsgPass66" not in text and "rtsp://admin:***@cam/x" in text
 
 
+RAW = ("hun@ter2", "hun#ter2", "hun/ter2", "hun?ter2")  # each ends user info early for some reader
+
+
 def test_a_raw_at_in_user_info_is_masked_up_to_the_last_at_and_named_a_problem():
     for url in ("postgresql://u:p@ss@db.local/x", "postgresql://u:a@b@c@db.local:5432/x?sslmode=require"):
         shown = redact(f"cannot open {url}: refused")
         assert shown.startswith("cannot open postgresql://u:***@db.local") and "@ss" not in shown and "b@c" not in shown
         assert "%40" in userinfo_problem(url)
-    assert userinfo_problem("postgresql://u:p%40ss@db.local/x") is None
-    assert userinfo_problem("postgresql://db.local/x?options=a@b") is None  # an `@` after the host is no user info
+    assert userinfo_problem("postgresql://u:p%40ss%23%2F%3F@db.local/x") is None
+    assert userinfo_problem("postgresql://db.local/x?options=a%40b") is None
+    assert redact("rtsp://host:554/path?x=a@b") == "rtsp://host:554/path?x=a@b"  # no user info: nothing masked
 
 
-@pytest.mark.parametrize("command", ["store check", "query"])
-def test_a_store_url_with_a_raw_at_in_its_password_is_one_line_without_any_of_it(
-        command, pipeline_cmd, write_config, model_path, sample_path):
+@pytest.mark.parametrize("password", RAW)
+def test_a_store_url_whose_user_info_holds_a_raw_at_hash_slash_or_question_mark_is_refused_with_all_of_it_masked(
+        password, write_config, model_path, sample_path):
+    from pipeline.config import ConfigError
+    from pipeline.store.backend import open_postgres
+    from pipeline.store.connections import Connections
+    from pipeline.store.tables import StoreError
+
+    url = f"postgresql://pipe:{password}@127.0.0.1:1/store?sslmode=disable"
+    masked = "postgresql://***@127.0.0.1:1/store?sslmode=disable: its user name or password holds a raw "
+    with pytest.raises(ConfigError) as refused:
+        load_config(write_config({
+            "sources": [{"id": "cam", "uri": sample_path("vtest.mp4")}], "models": {"det": detector_model(model_path)},
+            "graph": [{"detect": {"model": "det"}}], "outputs": {"store": {"url": url}}}))
+    lines = [str(refused.value)]
+    for opening in (open_postgres, Connections.open):
+        with pytest.raises(StoreError) as refused:
+            opening(url)
+        lines.append(str(refused.value))
+    assert [line.partition(masked)[0] for line in lines] == ["outputs.store.url: ", "outputs.store.url: ", ""]
+    assert all("hun" not in redact(line) and "ter2" not in line for line in lines)
+    assert redact(f"a driver's error naming pipe:{password}@127.0.0.1 and {password}") == \
+        "a driver's error naming ***@127.0.0.1 and ***"
+
+
+@pytest.mark.parametrize("command,password", list(zip(["validate", "run", "store check", "query"], RAW[1:] + RAW[:1])))
+def test_a_store_url_with_a_raw_character_in_its_password_is_one_line_without_any_of_it(
+        command, password, pipeline_cmd, write_config, model_path, sample_path):
     from brokers import free_port
 
-    url = f"postgresql://pipeline:hun@ter2@127.0.0.1:{free_port()}/store"  # closed: nothing to reach
-    if command == "query":
-        args = ["query", "tracks", "--store", url]
-    else:
-        args = ["store", "check", "--config", write_config({
-            "sources": [{"id": "cam", "uri": sample_path("vtest.mp4")}], "models": {"det": detector_model(model_path)},
-            "graph": [{"detect": {"model": "det"}}], "outputs": {"store": {"url": url}}})]
+    url = f"postgresql://pipeline:{password}@127.0.0.1:{free_port()}/store"  # closed: nothing to reach
+    config = write_config({
+        "sources": [{"id": "cam", "uri": sample_path("vtest.mp4")}], "models": {"det": detector_model(model_path)},
+        "graph": [{"detect": {"model": "det"}}], "outputs": {"dir": "out", "store": {"url": url}}})
+    args = ["query", "tracks", "--store", url] if command == "query" else [*command.split(), "--config", config]
     r = subprocess.run([*pipeline_cmd, *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 2 and r.stdout == "", r
     (line,) = r.stderr.splitlines()
-    assert "postgresql://pipeline:***@127.0.0.1" in line and "percent-encoded (%40)" in line
+    assert "postgresql://***@127.0.0.1" in line and "percent-encoded (%40, %2F, %3F, %23)" in line
     assert "hun" not in line and "ter2" not in line

@@ -1,5 +1,5 @@
-"""`pipeline status`: the table from whatever fields the API answer has, and one line with
-exit status 1 when nothing answers."""
+"""`pipeline status`: the table from whatever fields the API answer has, one line with
+exit status 1 when nothing answers, and a URL refused without any of its user info."""
 import base64
 import json
 import os
@@ -8,8 +8,10 @@ import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
+
 from conftest import ROOT
-from pipeline.status_view import read_status, render
+from pipeline.status_view import parse_url, read_status, render
 
 
 def test_the_table_shows_what_the_answer_has_and_a_dash_for_what_it_lacks():
@@ -63,3 +65,23 @@ def test_a_url_with_credentials_reaches_its_host_and_port_with_them_as_basic_aut
     assert seen == [f"/api/cameras Basic {base64.b64encode(b'viewer:p@ss:w').decode()}"]
     assert r.stdout.startswith(f"pipeline at http://127.0.0.1:{port}: up 5 s, 1 camera(s)")
     assert "viewer" not in r.stdout + r.stderr and "p%40ss" not in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("url", ["bob:S3cretPw@127.0.0.1:18799", "//bob:S3cretPw@127.0.0.1:18799",
+                                 "ftp://bob:S3cretPw@127.0.0.1:1", "http://bob:S3cretPw@127.0.0.1:port",
+                                 "http://bob:S3cret#Pw@127.0.0.1:1", "http://bob:S3cret/Pw@127.0.0.1:1",
+                                 "http://bob:S3cret?Pw@127.0.0.1:1", "http://bob:S3cret@Pw@127.0.0.1:1",
+                                 "http://bob:12#Pw@127.0.0.1:1"])
+def test_a_url_refused_shows_none_of_its_user_info_whatever_its_form(url):
+    with pytest.raises(ValueError) as refused:
+        parse_url(url)
+    line = str(refused.value)
+    assert line.startswith("--url: ") and "***@" in line, line
+    assert "bob" not in line and "S3cret" not in line and "Pw" not in line and ":12" not in line
+
+
+def test_a_url_without_a_scheme_is_one_line_without_its_password_and_exit_2(pipeline_cmd):
+    r = subprocess.run([*pipeline_cmd, "status", "--url", "bob:S3cretPw@127.0.0.1:18799"], capture_output=True,
+                       text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.splitlines() == ["error: --url: expected http://HOST:PORT, got '***@127.0.0.1:18799'"]

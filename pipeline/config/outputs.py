@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pipeline.config.limits import CLIP_S, EVENTS_BUFFERED, FRAMES_QUEUED, at_most, machine
 from pipeline.config.schema import (INVALID, Reader, describe_value, non_negative, option, positive, read_path,
                                     read_string_map, within)
+from pipeline.redact import userinfo_problem
 
 PLACEHOLDERS = ("camera", "start")
 LIVE_SEGMENT_S = 3600.0  # a live camera's default segment: an hour
@@ -274,7 +275,10 @@ class EventsConfig:
 
 
 def store_url_problem(v: str) -> str | None:
-    return None if re.match(r"postgres(ql)?://", v) else "must be a PostgreSQL URL (postgresql://user@host/db)"
+    """A store URL libpq reads as written: its user info (`redact.userinfo_problem`) too."""
+    if not re.match(r"postgres(ql)?://", v):
+        return "must be a PostgreSQL URL (postgresql://user@host/db)"
+    return userinfo_problem(v)
 
 
 @dataclass(kw_only=True)

@@ -108,9 +108,10 @@ def open_sqlite(path: str, lock: StoreLock | None = None) -> "Backend":
 
 def open_postgres(url: str) -> "Backend":
     """The PostgreSQL store at `url`, its schema created or brought up to date."""
+    problem = userinfo_problem(url)  # first: its secret registered before the URL is shown
+    if problem:
+        raise StoreError(f"outputs.store.url: {problem}")
     where = redact(url)
-    if userinfo_problem(url):
-        raise StoreError(f"outputs.store.url: {where}: {userinfo_problem(url)}")
     try:
         import psycopg
     except ImportError:

@@ -52,6 +52,7 @@ class Connections:
 
     def __init__(self, location: str):
         self.location = location
+        self.problem = userinfo_problem(location) if is_url(location) else None  # first: its secret registered
         self.where = redact(location)
         self.dialect: Dialect = POSTGRES if is_url(location) else SQLITE
         self._idle: list[Any] = []
@@ -86,9 +87,8 @@ class Connections:
             import psycopg
         except ImportError:
             raise StoreError(f"{self.where}: reading a PostgreSQL store needs psycopg (pip install psycopg)") from None
-        problem = userinfo_problem(self.location)
-        if problem:
-            raise StoreError(f"{self.where}: {problem}")
+        if self.problem:
+            raise StoreError(self.problem)
         try:
             self._errors = (psycopg.Error,)
             conn = psycopg.connect(self.location, connect_timeout=5)
@@ -151,6 +151,13 @@ class Connections:
                 raise StoreError(f"{self.where}: the query failed: {redact(one_line(e))}") from e
             finally:
                 cur.close()
+
+    def count_at_most(self, source: str, params: Sequence[Any], most: int) -> int:
+        """How many rows `source` (`table WHERE ...`) holds, counting no further than one
+        past `most`: what a query would read, known before it reads, at a cost bounded
+        however large the store (an index's range, without the rows' sorting)."""
+        return int(self.fetch(f"SELECT COUNT(*) FROM (SELECT 1 FROM {source} LIMIT ?) AS r",
+                              [*params, most + 1])[0][0])
 
     def has_table(self, name: str) -> bool:
         """Whether the store's schema has the table `name` (asked once per name)."""

@@ -12,10 +12,12 @@ happened, such as entering a zone, are the events'). Counts resolve to the minut
 buckets are UTC minutes, hours or days. A segment's activity is spread evenly over its
 length when buckets are shorter than the segment (it says how many seconds, not when).
 
-One query is bounded: counts and activity read at most `MAX_ROWS` rows into an answer (a
-page at most `MAX_LIMIT`), each statement runs at most `Connections.time_limit_s`; past
-either it is `TooMuch`, naming the limit. A camera, class, zone or line that no row holds
-and the run does not name (`filters.Known`) cannot match, and is refused as a bad parameter.
+One query is bounded: counts and activity read at most `MAX_READ` rows of the store,
+counted by the index before anything is read or grouped, and at most `MAX_ROWS` rows into
+an answer (a page at most `MAX_LIMIT`); each statement runs at most
+`Connections.time_limit_s`; past any, it is `TooMuch`, naming the limit. A camera,
+class, zone or line that no row holds and the run does not name (`filters.Known`) cannot
+match, and is refused as a bad parameter.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from typing import Any, Collection
 
 from pipeline.store.clauses import Where, label_match, marks, minute_bucket
 from pipeline.store.connections import Connections
-from pipeline.store.filters import MAX_ROWS, BadParameter, Cursor, Filters, Known, TooMuch, clip
+from pipeline.store.filters import MAX_READ, MAX_ROWS, BadParameter, Cursor, Filters, Known, TooMuch, clip
 from pipeline.store.tables import Dialect
 
 TRACK_COLUMNS = ("id", "run", "camera", "track", "class", "first_seen", "last_seen", "best_score", "best_box",
@@ -106,13 +108,21 @@ def event_where(f: Filters) -> Where:
     return w
 
 
-def counts_where(f: Filters, column: str = "minute") -> Where:
-    """Counts of the lines and zones named (either kind) in the whole buckets the range
-    touches (`column`: the table's time, `minute` or `hour`)."""
+def counts_read(f: Filters, column: str = "minute") -> Where:
+    """The rows a counts query reads: those of the whole buckets the range touches, at its
+    cameras (`column`: the table's time, `minute` or `hour`). These are the ranges of the
+    indexes the database reads by ((camera, time) or (time)); the other filters are
+    tested row by row, so they narrow the answer, not what is read."""
     w = Where()
     w.at_least(column, int(f.after // f.width * f.width))
     w.below(column, int(-(-f.before // f.width) * f.width))
     w.any_of("camera", f.cameras)
+    return w
+
+
+def counts_where(f: Filters, column: str = "minute") -> Where:
+    """Counts of the lines and zones named (either kind) in the rows `counts_read` reads."""
+    w = counts_read(f, column)
     w.any_of("class", f.classes)
     w.any_of("direction", f.directions)
     kinds = Where()
@@ -163,11 +173,29 @@ def events_per_bucket(cameras: int, width: int) -> str:
             f" AND e.time < b.t + {int(width)} AND e.time >= ? AND e.time < ?) FROM c, b")
 
 
+def segments_read(cameras: Collection[str], starts: dict[str, float], before: float) -> Where:
+    """Each camera's segments from its own earliest start (the one running into the range):
+    a camera whose last segment began a month ago reads none of the others' month."""
+    w = Where()
+    for camera in cameras:
+        w.add("(camera = ? AND start >= ? AND start < ?)", camera, starts[camera], before)
+    return Where([f"({' OR '.join(w.conditions)})"], w.params)
+
+
 def known_cameras_sql(table: str) -> str:
     """The cameras of a table in a few index seeks, one per camera (a loose index scan)."""
     return (f"WITH RECURSIVE c(name) AS (SELECT MIN(camera) FROM {table} UNION ALL"
             f" SELECT (SELECT MIN(camera) FROM {table} WHERE camera > c.name) FROM c WHERE c.name IS NOT NULL)"
             " SELECT name FROM c WHERE name IS NOT NULL")
+
+
+def unmatched(given: tuple[str, ...], missing: list[str]) -> list[str]:
+    """Of the `missing` values, those that cannot match: a value with commas is also taken
+    whole (`filters.values`), so it is refused only through its parts, and the parts of one
+    found whole (a line named `kerb, east`) are no values of their own."""
+    wholes = [v for v in given if "," in v and v not in missing]
+    parts = {p.strip() for whole in wholes for p in whole.split(",")}
+    return [v for v in missing if "," not in v and v not in parts]
 
 
 class Store(Connections):
@@ -190,12 +218,23 @@ class Store(Connections):
         buckets with nothing counted are left out."""
         table, column = ("counts_hour", "hour") if f.bucket != "minute" and self.has_table("counts_hour") \
             else ("counts", "minute")
+        longer = "a longer bucket, " if f.bucket == "minute" else ""
+        read = counts_read(f, column)
+        self._readable(f"{table}{read.sql}", read.params, "counts", f"{longer}fewer cameras or a shorter range")
         w = counts_where(f, column)
         keys = ", ".join([*f.group, "b"])
         rows = self._capped(f"SELECT {', '.join(f.group) + ', ' if f.group else ''}{minute_bucket(column, f.width)}"
                             f" AS b, SUM(n) FROM {table}{w.sql} GROUP BY {keys} ORDER BY {keys}", w.params,
                             "counts", "a longer bucket or fewer groups")
         return series(f.group, rows)
+
+    def _readable(self, source: str, params: list, kind: str, advice: str) -> None:
+        """`TooMuch` when a query would read more than `MAX_READ` rows of `source`, known
+        from counting them by the index, before reading: grouping or sorting them would
+        take seconds of the cameras' CPU only to be refused for its answer or its time."""
+        if self.count_at_most(source, params, MAX_READ) > MAX_READ:
+            raise TooMuch(f"{kind}: the query would read more than {MAX_READ} rows of {source.split()[0]}, the "
+                          f"store's limit for one query: ask for {advice}")
 
     def _capped(self, statement: str, params: list, kind: str, advice: str) -> list[tuple]:
         """The rows of a statement that ends before its LIMIT, at most `MAX_ROWS` of them:
@@ -236,10 +275,13 @@ class Store(Connections):
         buckets: dict[str, dict[int, list]] = {c: {} for c in cams}
         if not cams:
             return {}
-        w = Where()
-        w.any_of("camera", cams)
-        w.add('"end" > ? AND start >= ? AND start < ?', f.after, self._earliest_start(cams, f.after), f.before)
         advice = "a longer bucket or fewer cameras"
+        seen = Where()
+        seen.any_of("camera", cams)
+        seen.add("time >= ? AND time < ?", f.after, f.before)
+        self._readable(f"events{seen.sql}", seen.params, "activity", "fewer cameras or a shorter range")
+        w = segments_read(cams, {c: self._earliest_start([c], f.after) for c in cams}, f.before)
+        w.add('"end" > ?', f.after)
         for row in self._capped(f"SELECT {', '.join(SEGMENT_COLUMNS)} FROM segments{w.sql}", w.params, "activity",
                                 advice):
             seg = _decoded(SEGMENT_COLUMNS, row)
@@ -277,7 +319,7 @@ class Store(Connections):
                 counted = (f"SELECT DISTINCT name FROM {rollup} WHERE kind = '{kind}' AND name IN" if kind else
                            f"SELECT DISTINCT class FROM {rollup} WHERE class IN")
                 missing = self._absent(counted, missing)
-            missing = [v for v in missing if "," not in v]  # also taken whole (`filters.values`): its parts count
+            missing = unmatched(getattr(f, field), missing)
             if missing:
                 raise BadParameter(f"{name}: no such {name} in the store: {clip(missing[0])}")
 
