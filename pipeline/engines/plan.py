@@ -113,8 +113,8 @@ def plan_cores(config: Config) -> int:
 class ThreadPlan:
     """Threads of the whole process: fixed ones (stages, engines, the side outputs) and
     those that come with each camera (its reader, its decoder's extra threads, its
-    encoder, its recording's writer and main-stream reader, sink workers). The live
-    view's connections come on top, one thread each while open, at most `web_connections`."""
+    encoder, its recording's writer and main-stream reader, sink workers). The live view
+    is a fixed few among the side outputs' (its loop and its pool), whatever its connections."""
 
     cores: int
     base_threads: int                    # already running when the plan was made
@@ -127,7 +127,6 @@ class ThreadPlan:
     recorders: int = 0                   # a writer per recorded camera
     main_streams: int = 0                # a reader per main stream read apart from its sub-stream
     side_threads: int = 0                # event destinations and their clients, snapshots, retention, live view
-    web_connections: int = 0             # live-view connections at most, a thread each while open (not in `total`)
 
     def add_camera(self, decoder_threads: int, recorded: bool = False, main_stream: bool = False) -> None:
         """A camera joins: its thread, its decoder's extra threads, its encoder, and where
@@ -151,9 +150,7 @@ class ThreadPlan:
                 f"{self.cameras if self.encoders else 0} encoder, {self.recorders} recording writer(s), "
                 f"{self.main_streams} main-stream reader(s), {self.side_threads} side-output, "
                 f"{self.shared_workers} shared inference worker(s); engines [{engines}]; {self.base_threads} already "
-                f"running; total <= {self.total}"
-                + (f" (plus one per open live-view connection, at most {self.web_connections})"
-                   if self.web_connections else ""))
+                f"running; total <= {self.total}")
 
 
 def plan_threads(config: Config, base_threads: int, on_gpu: set[str]) -> ThreadPlan:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import cv2
 import numpy as np
@@ -50,6 +51,7 @@ class Preview:
         self._pictures: dict[str, Picture] = {}
         self._motion: dict[str, tuple] = {}  # camera -> (seq, (w, h), DetectPlan, detected) of its newest motion
         self._cond = threading.Condition()
+        self._listeners: list[Callable[[str], None]] = []
         self._closed = False
         self.encoded = 0
         self._thread = threading.Thread(target=self._encode_loop, name="preview", daemon=True)
@@ -132,6 +134,12 @@ class Preview:
                 self._cond.wait(remaining)
         return None
 
+    def listen(self, made: Callable[[str], None]) -> None:
+        """Call `made(camera)` (on the encoder's thread: it must return at once) after each
+        new picture, so a server on an event loop waits for pictures without a thread
+        blocked in `latest` per viewer."""
+        self._listeners.append(made)
+
     def motion(self, camera: str) -> dict | None:
         """The tuning view of the camera's newest frame that measured motion (None: none
         has): boxes, mask polygons and regions in frame pixels."""
@@ -161,6 +169,8 @@ class Preview:
                     self._pictures[cam] = picture
                     self.encoded += 1
                     self._cond.notify_all()
+                for made in self._listeners:
+                    made(cam)
 
     def _encode(self, frame: Frame) -> Picture:
         assert frame.view is not None

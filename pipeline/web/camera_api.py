@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-import urllib.parse
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Mapping
 
 import yaml
 
@@ -20,9 +18,7 @@ from pipeline.config import ConfigError
 from pipeline.control import CameraControl
 from pipeline.errors import CameraInUse, UnknownCamera, one_line
 from pipeline.redact import redact
-
-if TYPE_CHECKING:
-    from pipeline.web.request import Request
+from pipeline.web.request import Ask, Reply, as_json
 
 log = logging.getLogger("pipeline.web")
 
@@ -34,19 +30,12 @@ MAX_DEPTH = 32  # lists and mappings in one another; a camera's mapping is 3 dee
 TOO_DEEP = f"nested too deeply (at most {MAX_DEPTH} levels)"
 
 
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    body: bytes
-    content_type: str = "text/plain; charset=utf-8"
+# the path exists (GET lists the cameras): changing the cameras is what is refused
+OFF = Reply(403, b"adding and removing cameras over HTTP is off (outputs.web.control)\n")
 
 
-def text(status: int, *lines: str) -> Answer:
-    return Answer(status, "".join(redact(line) + "\n" for line in lines).encode())
-
-
-def answer_json(status: int, data: dict) -> Answer:
-    return Answer(status, json.dumps(data).encode(), "application/json")
+def text(status: int, *lines: str) -> Reply:
+    return Reply(status, "".join(redact(line) + "\n" for line in lines).encode())
 
 
 class _Refused(Exception):
@@ -126,7 +115,7 @@ class _BoundedLoader(yaml.SafeLoader):
         return f"line {mark.line + 1} column {mark.column + 1}"
 
 
-def add(control: CameraControl, body: bytes, content_type: str) -> Answer:
+def add(control: CameraControl, body: bytes, content_type: str) -> Reply:
     try:
         source = control.add(read_mapping(body, content_type), where=WHERE)
     except ConfigError as e:
@@ -139,61 +128,40 @@ def add(control: CameraControl, body: bytes, content_type: str) -> Answer:
         log.warning("adding a camera over HTTP failed: %s", one_line(e))
         return text(500, f"the camera could not be added: {one_line(e)}")
     log.info("camera %s added over HTTP", source.id)
-    return answer_json(201, {"added": source.id})
+    return as_json({"added": source.id}, 201)
 
 
-def remove(control: CameraControl, camera: str) -> Answer:
+def remove(control: CameraControl, camera: str) -> Reply:
     try:
         control.remove(camera)
     except UnknownCamera as e:
         return text(404, str(e))
     log.info("camera %s removed over HTTP", camera)
-    return answer_json(202, {"removing": camera})
+    return as_json({"removing": camera}, 202)
 
 
-def post(handler: Request, path: str) -> None:
-    if path != PREFIX:
-        handler.send(404, b"not found\n")
-        return
-    control = controlling(handler)
-    body = read_body(handler) if control is not None else None
-    if control is not None and body is not None:
-        reply(handler, add(control, body, handler.headers.get("Content-Type", "")))
+def body_problem(headers: Mapping[str, str]) -> tuple[Reply, int] | None:
+    """Why a body is refused before it is read (411, 413), with how much of it to read and
+    drop first (so that the client reads the answer, not a reset); None: read it."""
+    length = headers.get("Content-Length", "")
+    if not length.isdigit() or "Transfer-Encoding" in headers:
+        return Reply(411, b"a Content-Length is needed\n"), 0
+    if int(length) > MAX_BODY:
+        return Reply(413, f"a camera's mapping is at most {MAX_BODY} bytes\n".encode()), min(int(length), DRAIN)
+    return None
 
 
-def delete(handler: Request, path: str) -> None:
-    camera = urllib.parse.unquote(path[len(PREFIX) + 1:])
-    if not path.startswith(PREFIX + "/") or not camera:
-        handler.send(404, b"not found\n")
-        return
-    control = controlling(handler)
-    if control is not None:
-        reply(handler, remove(control, camera))
+def post(ask: Ask) -> Reply:
+    """`POST /api/cameras` (its body read, `body_problem` permitting)."""
+    control = ask.app.control
+    if control is None:
+        return OFF
+    return add(control, ask.body, ask.headers.get("Content-Type", ""))
 
 
-def controlling(handler: Request) -> CameraControl | None:
-    """The run's camera control; None (answered 403) when `outputs.web.control` is off:
-    the path exists (GET lists the cameras), changing the cameras is what is refused."""
-    if handler.app.control is None:
-        handler.send(403, b"adding and removing cameras over HTTP is off (outputs.web.control)\n")
-    return handler.app.control
-
-
-def read_body(handler: Request) -> bytes | None:
-    """The request's body, at most `MAX_BODY` bytes (None: answered 411 or 413)."""
-    try:
-        length = int(handler.headers.get("Content-Length", ""))
-    except ValueError:
-        length = -1
-    if length < 0 or "Transfer-Encoding" in handler.headers:
-        handler.send(411, b"a Content-Length is needed\n")
-        return None
-    if length > MAX_BODY:
-        handler.send(413, f"a camera's mapping is at most {MAX_BODY} bytes\n".encode())
-        handler.rfile.read(min(length, DRAIN))  # so that the client reads the answer, not a reset
-        return None
-    return handler.rfile.read(length)
-
-
-def reply(handler: Request, answer: Answer) -> None:
-    handler.send(answer.status, answer.body, answer.content_type)
+def delete(ask: Ask) -> Reply:
+    """`DELETE /api/cameras/<id>` (`ask.path`: the id)."""
+    if not ask.path:
+        return Reply(404, b"not found\n")
+    control = ask.app.control
+    return OFF if control is None else remove(control, ask.path)

@@ -8,29 +8,27 @@ takes them. The answer's headers say what the file holds: `X-Export-Start` and
 crossed a gap or the stream changed, `X-Export-Note`. Mistakes are 400 with one line
 naming the parameter (a range longer than `outputs.record.export_max_s` names the
 limit), a range no recording covers 404. The file is made in a folder of its own under
-`outputs.dir` (the recordings' disk, sized for video) and removed once sent; at most
-`AT_ONCE` exports run together (more: 503), so downloads never take the disk from the
-cameras' writers.
+`outputs.dir` (the recordings' disk, sized for video) and removed once sent (or once the
+client went); at most `AT_ONCE` exports run together (more: 503), so downloads never take
+the disk from the cameras' writers.
 """
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import threading
-from typing import TYPE_CHECKING, Collection, Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 from pipeline.config.sources import CAMERA_ID
 from pipeline.recording.export import ExportError, Exported, export, pieces_of
 from pipeline.recording.segments import stamp
 from pipeline.store.filters import BadParameter, clip, one, parse_time
-
-if TYPE_CHECKING:
-    from pipeline.web.request import Recordings, Request
+from pipeline.web.request import Ask, Recordings, Reply
 
 PATH = "/api/export"
 ACCEPTED = {"camera", "start", "end", "token"}
 AT_ONCE = 2
-CHUNK = 1 << 16
 _running = threading.BoundedSemaphore(AT_ONCE)
 
 
@@ -53,43 +51,42 @@ def parameters(query: Mapping[str, Sequence[str]], cameras: Collection[str],
     return camera, parse_time("start", str(given["start"])), parse_time("end", str(given["end"]))
 
 
-def serve(handler: Request, query: Mapping[str, Sequence[str]]) -> None:
-    files = handler.app.recordings
+def serve(ask: Ask) -> Reply:
+    files = ask.app.recordings
     if files is None:
-        handler.send(404, b"this run keeps no recordings\n")
-        return
+        return Reply(404, b"this run keeps no recordings\n")
     try:
-        camera, start, end = parameters(query, handler.app.cameras(), files)
+        camera, start, end = parameters(ask.query, ask.app.cameras(), files)
     except BadParameter as e:
-        handler.send(400, f"{e}\n".encode())
-        return
+        return Reply(400, f"{e}\n".encode())
     if not _running.acquire(blocking=False):
-        handler.send(503, f"{AT_ONCE} exports are being made; try again in a few seconds\n".encode(),
+        return Reply(503, f"{AT_ONCE} exports are being made; try again in a few seconds\n".encode(),
                      headers={"Retry-After": "5"})
-        return
-    try:
-        root = files.root if os.path.isdir(files.root) else None  # (none yet: nothing recorded either)
-        with tempfile.TemporaryDirectory(prefix=".export-", dir=root) as folder:
-            name = f"{camera}.{stamp(start)}-{stamp(end)}.mp4"
-            pieces = pieces_of((s["start"], real) for s in files.segments(camera)
-                               if (real := files.file(s["file"])) is not None)
-            try:
-                made = export(camera, pieces, start, end, os.path.join(folder, name), files.export_max_s)
-            except ExportError as e:
-                handler.send(e.status, f"{e}\n".encode())
-                return
-            send(handler, made, name)
-    finally:
+    root = files.root if os.path.isdir(files.root) else None  # (none yet: nothing recorded either)
+    folder = tempfile.mkdtemp(prefix=".export-", dir=root)
+
+    def done() -> None:
+        shutil.rmtree(folder, ignore_errors=True)
         _running.release()
 
+    try:
+        name = f"{camera}.{stamp(start)}-{stamp(end)}.mp4"
+        pieces = pieces_of((s["start"], real) for s in files.segments(camera)
+                           if (real := files.file(s["file"])) is not None)
+        made = export(camera, pieces, start, end, os.path.join(folder, name), files.export_max_s)
+    except ExportError as e:
+        done()
+        return Reply(e.status, f"{e}\n".encode())
+    except BaseException:
+        done()
+        raise
+    return Reply(200, content_type="video/mp4", headers=headers(made, name), file=made.path, after=done)
 
-def send(handler: Request, made: Exported, name: str) -> None:
-    headers = {"Content-Disposition": f'attachment; filename="{name}"', "X-Export-Start": f"{made.first:.3f}",
-               "X-Export-End": f"{made.last:.3f}"}
+
+def headers(made: Exported, name: str) -> dict[str, str]:
+    """What the file holds, said in its answer's headers."""
+    said = {"Content-Disposition": f'attachment; filename="{name}"', "X-Export-Start": f"{made.first:.3f}",
+            "X-Export-End": f"{made.last:.3f}"}
     if made.notes:  # a header's value: one line of ASCII
-        headers["X-Export-Note"] = " ".join("; ".join(made.notes).encode("ascii", "replace").decode().split())
-    with open(made.path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        handler.send_head(200, "video/mp4", size, headers)
-        while chunk := f.read(CHUNK):
-            handler.wfile.write(chunk)
+        said["X-Export-Note"] = " ".join("; ".join(made.notes).encode("ascii", "replace").decode().split())
+    return said

@@ -1,32 +1,52 @@
-"""One connection to the live view: its requests, routed to the page, the API, the
-metrics, a camera's stills or its MJPEG stream, its motion for the tuning view, the
-events and their evidence files, the recordings and their boxes, and (with
-`outputs.web.control`) cameras added and removed and the config reloaded.
+"""The live view's routes on aiohttp: the page, the API, the metrics, a camera's stills or
+its MJPEG stream, its motion for the tuning view, the events and their evidence files,
+the recordings and their boxes, and (with `outputs.web.control`) cameras added and
+removed and the config reloaded.
 
-A client that goes away mid-reply ends its connection with one debug line; an idle
-connection is closed after the server's idle timeout (the socket timeout, which also
-bounds a write to a viewer that stopped reading).
+Each route module is a function `Ask -> Reply` (`web.request`) run in the server's thread
+pool, never on the loop; its `Reply` becomes the answer here: a body, or a file aiohttp
+sends in the byte range asked for. Stills and the stream wait for pictures on the loop
+(`WebServer.next_picture`), holding no thread. Every answer says `Cache-Control: no-store`
+and `X-Content-Type-Options: nosniff`.
 """
 from __future__ import annotations
 
-import json
-import logging
+import asyncio
+import re
+import threading
 import urllib.parse
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Protocol
 
+from aiohttp import web
 from prometheus_client import generate_latest
 
-from pipeline.errors import one_line
 from pipeline.redact import redact_data
 from pipeline.sinks.preview import Picture
-from pipeline.web import camera_api, evidence, pages, recordings, reload_api, tuning
-from pipeline.web import store_api
-from pipeline.web import export_api
-from pipeline.web.admission import AdmittedHandler
+from pipeline.web import camera_api, evidence, export_api, pages, recordings, reload_api, store_api, tuning
+from pipeline.web.request import App, Ask, Reply, as_json
 
-log = logging.getLogger("pipeline.web")
-
-GONE = (ConnectionError, TimeoutError)  # the client closed, reset or stopped reading
 MAX_VIEWER = 32  # characters of a page's name for itself (`?viewer=`) that are kept
+ONE_RANGE = re.compile(r"bytes=(\d+-\d*|-\d+)")  # what aiohttp reads; any other Range is ignored (RFC 9110)
+Route = Callable[[Ask], Reply]
+
+
+class Viewing(App, Protocol):
+    """What the async routes need of the server beyond `App`."""
+
+    STILL_WAIT_S: float
+    IDLE_TIMEOUT_S: float
+    still_lease_s: float
+    closing: threading.Event
+
+    def run(self, work: Callable[..., Any], *args: Any) -> Awaitable[Any]: ...
+
+    def next_picture(self, camera: str, after: int, timeout: float) -> Awaitable[Picture | None]: ...
+
+    def seen(self, camera: str, picture: Picture) -> None: ...
+
+
+SERVER = web.AppKey("server", Viewing)
 
 
 def _int(values: list[str] | None, default: int) -> int:
@@ -36,153 +56,210 @@ def _int(values: list[str] | None, default: int) -> int:
         return default
 
 
-class Handler(AdmittedHandler):
-    protocol_version = "HTTP/1.1"
+def cameras(ask: Ask) -> Reply:
+    return as_json(redact_data(ask.app.api_snapshot()))
 
-    def handle(self) -> None:
-        try:
-            super().handle()
-        except GONE as e:
-            log.debug("%s went away: %s", self.address_string(), one_line(e))
-            self.close_connection = True
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002
-        # the request line is the client's: its control characters are escaped, never written raw
-        log.debug("%s %s", self.address_string(), (format % args).translate(self._control_char_table))
+def recent_events(ask: Ask) -> Reply:
+    """The newest events after id `after`, newest first, with their evidence paths."""
+    if ask.app.events is None:
+        return Reply(404, b"this run keeps no events for the page\n")
+    limit, after = _int(ask.query.get("limit"), 50), _int(ask.query.get("after"), 0)
+    return as_json({"events": redact_data(ask.app.events(max(1, min(limit, 200)), after))})
 
-    def send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8",
-             headers: dict[str, str] | None = None) -> None:
-        self.send_head(status, content_type, None if status == 204 else len(body), headers)
-        self.wfile.write(body)
 
-    def send_head(self, status: int, content_type: str, length: int | None,
-                  headers: dict[str, str] | None = None) -> None:
-        """The status line and headers; `length` None for "no content", which has no body by definition."""
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        if length is not None:
-            self.send_header("Content-Length", str(length))
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Content-Type-Options", "nosniff")
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
+def metrics(ask: Ask) -> Reply:
+    return Reply(200, generate_latest(ask.app.registry), "text/plain; version=0.0.4")
 
-    def guard(self) -> tuple[str, dict[str, list[str]], str] | None:
-        """The request's path, query and `?token=` once it holds the token (None: answered 401)."""
-        if not self.authorised:
-            self.send(401, b"a token is needed\n", headers={"WWW-Authenticate": "Bearer"})
-            return None
-        return self.target, self.query, self.query_token
 
-    def do_GET(self) -> None:  # noqa: N802
-        request = self.guard()
-        if request is None:
-            return
-        path, query, token = request
-        if path in pages.FILES:
-            pages.serve(self, path, token)
-        elif path == "/api/cameras":
-            self.send(200, json.dumps(redact_data(self.app.api_snapshot())).encode(), "application/json")
-        elif path.startswith("/api/motion/"):
-            tuning.serve(self, urllib.parse.unquote(path[len("/api/motion/"):]))
-        elif path == "/api/events":
-            self.recent_events(_int(query.get("limit"), 50), _int(query.get("after"), 0))
-        elif path.startswith("/evidence/"):
-            evidence.serve(self, urllib.parse.unquote(path[len("/evidence/"):]))
-        elif path.startswith("/recordings/"):
-            recordings.serve_file(self, urllib.parse.unquote(path[len("/recordings/"):]))
-        elif path.startswith("/api/recordings/"):
-            recordings.serve_segments(self, urllib.parse.unquote(path[len("/api/recordings/"):]))
-        elif path == "/api/boxes":
-            recordings.serve_boxes(self, query)
-        elif path == export_api.PATH:
-            export_api.serve(self, query)
-        elif path.startswith(store_api.PREFIX):
-            store_api.serve(self, path, query)
-        elif path == "/metrics":
-            self.send(200, generate_latest(self.app.registry), "text/plain; version=0.0.4")
-        elif path.startswith("/stream/"):
-            self.stream(urllib.parse.unquote(path[len("/stream/"):]))
-        elif path.startswith("/frame/") and path.endswith(".jpg"):
-            self.still(urllib.parse.unquote(path[len("/frame/"):-len(".jpg")]), _int(query.get("after"), -1),
-                       (query.get("viewer") or [""])[0][:MAX_VIEWER])
-        else:
-            self.send(404, b"not found\n")
+GET: dict[str, Route] = {"/api/cameras": cameras, "/api/events": recent_events, "/api/boxes": recordings.serve_boxes,
+                         export_api.PATH: export_api.serve, "/metrics": metrics,
+                         **dict.fromkeys(pages.FILES, pages.serve)}
+GET_UNDER: dict[str, Route] = {"/api/motion/": tuning.serve, "/evidence/": evidence.serve,
+                               store_api.PREFIX: store_api.serve, "/recordings/": recordings.serve_file,
+                               "/api/recordings/": recordings.serve_segments}
 
-    def do_POST(self) -> None:  # noqa: N802
-        self.close_connection = True  # a body left unread is never taken for the next request
-        request = self.guard()
-        if request is not None:
-            (reload_api.post if request[0] == reload_api.PATH else camera_api.post)(self, request[0])
 
-    def do_DELETE(self) -> None:  # noqa: N802
-        self.close_connection = True
-        request = self.guard()
-        if request is not None:
-            camera_api.delete(self, request[0])
+def add_routes(app: web.Application) -> None:
+    for path, route in GET.items():
+        app.router.add_get(path, answering(route), allow_head=False)
+    for prefix, route in GET_UNDER.items():
+        app.router.add_get(prefix + "{rest:.*}", answering(route, prefix), allow_head=False)
+    app.router.add_get("/frame/{rest:.*}", still, allow_head=False)
+    app.router.add_get("/stream/{rest:.*}", stream, allow_head=False)
+    app.router.add_post(reload_api.PATH, answering(reload_api.post))
+    app.router.add_post(camera_api.PREFIX, posting)
+    app.router.add_delete(camera_api.PREFIX + "/{rest:.*}", answering(camera_api.delete, camera_api.PREFIX + "/"))
+    app.on_response_prepare.append(_stamp)
 
-    def recent_events(self, limit: int, after: int) -> None:
-        """The newest events after id `after`, newest first, with their evidence paths."""
-        if self.app.events is None:
-            self.send(404, b"this run keeps no events for the page\n")
-            return
-        events = self.app.events(max(1, min(limit, 200)), after)
-        self.send(200, json.dumps({"events": redact_data(events)}).encode(), "application/json")
 
-    def known(self, camera: str) -> bool:
-        if camera in self.app.cameras():
-            return True
-        self.send(404, b"no such camera\n")
-        return False
+async def _stamp(_request: web.Request, response: web.StreamResponse) -> None:
+    response.headers.setdefault("Cache-Control", "no-store")
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
 
-    def still(self, camera: str, after: int, viewer: str) -> None:
-        """The camera's newest picture (204 when it is still the one numbered `after`).
-        Asking keeps the camera watched for a while, so a viewer that asks at the live
-        rate gets fresh pictures; the first ask after nobody watched waits for one.
-        `viewer`: the page asking (its tiles count as viewers, `Preview.viewers`)."""
-        if not self.known(camera):
-            return
-        preview = self.app.preview
-        current = preview.watch_for(camera, self.app.still_lease_s, viewer)
-        picture = preview.latest(camera, timeout=0)
-        if not current:
-            picture = preview.latest(camera, picture.seq if picture else -1, self.app.STILL_WAIT_S) or picture
-        if picture is None:
-            self.send(503, b"no picture yet\n", headers={"Retry-After": "1"})
-        elif picture.seq == after:
-            self.send(204, b"")
-        else:
-            self.send(200, picture.jpeg, "image/jpeg", {"X-Capture-Time": f"{picture.captured:.6f}",
-                                                        "X-Seq": str(picture.seq)})
-            self.app.seen(camera, picture)
 
-    def stream(self, camera: str) -> None:
-        """MJPEG: the newest picture whenever there is a new one, until the viewer goes."""
-        if not self.known(camera):
-            return
-        self.send_response(200)
-        self.send_header("Content-Type", "multipart/x-mixed-replace; boundary=frame")
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
-        with self.app.watching(camera):
-            try:
-                self._stream_pictures(camera)
-            except GONE as e:
-                log.debug("%s went away from the stream of %s: %s", self.address_string(), camera, one_line(e))
+@web.middleware
+async def not_found(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                    ) -> web.StreamResponse:
+    """A path no route serves (with this method) is answered in the API's words."""
+    try:
+        return await handler(request)
+    except (web.HTTPNotFound, web.HTTPMethodNotAllowed):
+        return await respond(request, Reply(404, b"not found\n"))
 
-    def _stream_pictures(self, camera: str) -> None:
+
+def ask_of(request: web.Request, prefix: str = "", body: bytes = b"") -> Ask:
+    """The request as its route reads it: the path after `prefix` decoded from the raw path
+    (aiohttp's decoded one would turn `%2F` into a separator before the route's checks)."""
+    raw = request.rel_url.raw_path
+    path = urllib.parse.unquote(raw[len(prefix):]) if prefix else raw
+    query = urllib.parse.parse_qs(request.rel_url.raw_query_string)
+    return Ask(request.app[SERVER], path, query, request.headers, body)
+
+
+def answering(route: Route, prefix: str = "") -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def answer(request: web.Request) -> web.StreamResponse:
+        reply = await request.app[SERVER].run(route, ask_of(request, prefix))
+        return await respond(request, reply)
+    return answer
+
+
+async def posting(request: web.Request) -> web.StreamResponse:
+    """`POST /api/cameras`: its body read here, on the loop, within `camera_api`'s bounds."""
+    problem = camera_api.body_problem(request.headers)
+    if problem is not None:
+        answer, drop = problem
+        while drop > 0 and (chunk := await request.content.read(drop)):
+            drop -= len(chunk)
+        return await respond(request, answer)
+    body = await request.read()
+    return await respond(request, await request.app[SERVER].run(camera_api.post, ask_of(request, body=body)))
+
+
+async def respond(request: web.Request, reply: Reply) -> web.StreamResponse:
+    """The route's reply as aiohttp's answer (a change of the server's state closes the
+    connection after it, so a body left unread is never taken for the next request)."""
+    if reply.file is None:
+        response: web.StreamResponse = web.Response(status=reply.status, body=reply.body,
+                                                    headers={"Content-Type": reply.content_type, **reply.headers})
+    else:
+        response = await send_file(request, reply)
+    if request.method != "GET":
+        response.force_close()
+    return response
+
+
+class PlayableFile(web.FileResponse):
+    """A file aiohttp sends (byte ranges, If-Range, 206 and 416 its own), as if it ended
+    at `size`: an MP4 being written, up to its last whole fragment."""
+
+    def __init__(self, path: str, size: int | None, **kwargs: Any):
+        super().__init__(path, **kwargs)
+        self.size = size
+
+    def _make_response(self, request: web.BaseRequest, accept_encoding: str) -> Any:
+        result, fobj, stat, encoding = super()._make_response(request, accept_encoding)
+        if self.size is not None:
+            stat = Cut(min(self.size, stat.st_size), stat.st_mtime, stat.st_mtime_ns, stat.st_mode)
+        return result, fobj, stat, encoding
+
+    async def prepare(self, request: web.BaseRequest) -> Any:
+        """Once: `send_file` sends it with the request it tidied, aiohttp asks again with its own."""
+        return None if self.prepared else await super().prepare(request)
+
+
+@dataclass(frozen=True)
+class Cut:
+    """The file's `os.stat_result` as `PlayableFile` has aiohttp see it."""
+
+    st_size: int
+    st_mtime: float
+    st_mtime_ns: int
+    st_mode: int
+
+
+async def send_file(request: web.Request, reply: Reply) -> web.StreamResponse:
+    """`reply.file`, sent now: a Range that is not one valid byte range is ignored (the whole
+    file, as RFC 9110 allows; aiohttp would answer 416), and no precompressed sibling
+    (`.gz`) of the file is ever sent in its place."""
+    headers = request.headers.copy()
+    headers.popall("Accept-Encoding", None)
+    if not ONE_RANGE.fullmatch(headers.get("Range", "")) or _backwards(headers.get("Range", "")):
+        headers.popall("Range", None)
+    response = PlayableFile(reply.file or "", reply.size, headers={"Content-Type": reply.content_type, **reply.headers})
+    try:
+        await response.prepare(request.clone(headers=headers))
+    finally:
+        if reply.after is not None:
+            await request.app[SERVER].run(reply.after)
+    return response
+
+
+def _backwards(header: str) -> bool:
+    first, _, last = header.removeprefix("bytes=").partition("-")
+    return bool(first and last) and int(last) < int(first)
+
+
+def named(request: web.Request, prefix: str, suffix: str = "") -> str | None:
+    """The camera a `/frame/` or `/stream/` path names, if it is one of the run's."""
+    raw = request.rel_url.raw_path
+    if not raw.endswith(suffix):
+        return None
+    camera = urllib.parse.unquote(raw[len(prefix):len(raw) - len(suffix)])
+    return camera if camera in request.app[SERVER].cameras() else None
+
+
+NO_CAMERA = Reply(404, b"no such camera\n")
+
+
+async def still(request: web.Request) -> web.StreamResponse:
+    """The camera's newest picture (204 when it is still the one numbered `?after=`).
+    Asking keeps the camera watched for a while, so a viewer that asks at the live rate
+    gets fresh pictures; the first ask after nobody watched waits for one. `?viewer=`:
+    the page asking (its tiles count as viewers, `Preview.viewers`)."""
+    if not request.rel_url.raw_path.endswith(".jpg"):
+        return await respond(request, Reply(404, b"not found\n"))
+    camera = named(request, "/frame/", ".jpg")
+    if camera is None:
+        return await respond(request, NO_CAMERA)
+    server, query = request.app[SERVER], urllib.parse.parse_qs(request.rel_url.raw_query_string)
+    current = server.preview.watch_for(camera, server.still_lease_s, (query.get("viewer") or [""])[0][:MAX_VIEWER])
+    picture = server.preview.latest(camera, timeout=0)
+    if not current:
+        picture = await server.next_picture(camera, picture.seq if picture else -1, server.STILL_WAIT_S) or picture
+    if picture is None:
+        return await respond(request, Reply(503, b"no picture yet\n", headers={"Retry-After": "1"}))
+    if picture.seq == _int(query.get("after"), -1):
+        return web.Response(status=204)
+    server.seen(camera, picture)
+    return web.Response(body=picture.jpeg, content_type="image/jpeg",
+                        headers={"X-Capture-Time": f"{picture.captured:.6f}", "X-Seq": str(picture.seq)})
+
+
+async def stream(request: web.Request) -> web.StreamResponse:
+    """MJPEG: the newest picture whenever there is a new one, until the viewer goes (or
+    stops reading for the idle timeout) or the server closes."""
+    camera = named(request, "/stream/")
+    if camera is None:
+        return await respond(request, NO_CAMERA)
+    server = request.app[SERVER]
+    response = web.StreamResponse(headers={"Content-Type": "multipart/x-mixed-replace; boundary=frame"})
+    response.force_close()
+    await response.prepare(request)
+    server.preview.watch(camera)
+    try:
         seq = -1
-        while not self.app.closing.is_set():
-            picture = self.app.preview.latest(camera, seq, timeout=1.0)
-            if picture is None:
-                continue
-            seq = picture.seq
-            self.wfile.write(_part(picture))
-            self.wfile.flush()
-            self.app.seen(camera, picture)
+        while not server.closing.is_set():
+            picture = await server.next_picture(camera, seq, 1.0)
+            if picture is not None:
+                seq = picture.seq
+                await asyncio.wait_for(response.write(_part(picture)), server.IDLE_TIMEOUT_S)
+                server.seen(camera, picture)
+    except (ConnectionError, asyncio.TimeoutError):
+        pass  # the viewer went (said once, by its connection) or stopped reading
+    finally:
+        server.preview.unwatch(camera)
+    return response
 
 
 def _part(picture: Picture) -> bytes:

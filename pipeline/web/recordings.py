@@ -20,16 +20,14 @@ import functools
 import json
 import os
 import re
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from pipeline.config.outputs import RecordConfig, stamped
 from pipeline.config.sources import CAMERA_ID
 from pipeline.redact import redact_data
 from pipeline.recording.segments import STAMP_RE, segment_files
-from pipeline.web.evidence import send_file
-
-if TYPE_CHECKING:
-    from pipeline.web.request import Request
+from pipeline.web.evidence import file_reply
+from pipeline.web.request import Ask, Reply, as_json
 
 TYPES = {".mp4": "video/mp4", ".mov": "video/quicktime", ".mkv": "video/x-matroska"}
 
@@ -155,31 +153,29 @@ def _float(values: list[str] | None, default: float) -> float:
         return default
 
 
-def serve_file(handler: Request, path: str) -> None:
-    files = handler.app.recordings
-    real = files.file(path) if files is not None else None
-    send_file(handler, real, TYPES.get(os.path.splitext(path)[1].lower(), ""), b"no such recording\n")
+def serve_file(ask: Ask) -> Reply:
+    """`GET /recordings/<path>` (`ask.path`: as the JSON lines name it)."""
+    files = ask.app.recordings
+    real = files.file(ask.path) if files is not None else None
+    return file_reply(real, TYPES.get(os.path.splitext(ask.path)[1].lower(), ""), b"no such recording\n")
 
 
-def serve_segments(handler: Request, camera: str) -> None:
-    files = handler.app.recordings
+def serve_segments(ask: Ask) -> Reply:
+    """`GET /api/recordings/<camera>`."""
+    files, camera = ask.app.recordings, ask.path
     if files is None:
-        handler.send(404, b"this run keeps no recordings\n")
-        return
-    body = {"camera": camera, "segments": files.segments(camera)} if CAMERA_ID.fullmatch(camera) else None
-    if body is None:
-        handler.send(404, b"no such camera\n")
-        return
-    handler.send(200, json.dumps(redact_data(body)).encode(), "application/json")
+        return Reply(404, b"this run keeps no recordings\n")
+    if not CAMERA_ID.fullmatch(camera):
+        return Reply(404, b"no such camera\n")
+    return as_json(redact_data({"camera": camera, "segments": files.segments(camera)}))
 
 
-def serve_boxes(handler: Request, query: dict[str, list[str]]) -> None:
-    files = handler.app.recordings
-    recording = (query.get("recording") or [""])[0]
-    frames = files.boxes(recording, _float(query.get("from"), 0.0), _float(query.get("to"), float("inf"))) \
+def serve_boxes(ask: Ask) -> Reply:
+    """`GET /api/boxes?recording=<path>&from=S&to=S`."""
+    files = ask.app.recordings
+    recording = (ask.query.get("recording") or [""])[0]
+    frames = files.boxes(recording, _float(ask.query.get("from"), 0.0), _float(ask.query.get("to"), float("inf"))) \
         if files is not None else None
     if frames is None:
-        handler.send(404, b"no such recording\n")
-        return
-    body = {"recording": recording, "frames": frames}
-    handler.send(200, json.dumps(redact_data(body)).encode(), "application/json")
+        return Reply(404, b"no such recording\n")
+    return as_json(redact_data({"recording": recording, "frames": frames}))

@@ -6,30 +6,22 @@ with the new file's problems, one line each as `validate` words them (nothing ch
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
-
-from pipeline.web.camera_api import answer_json, reply, text
-
-if TYPE_CHECKING:
-    from pipeline.web.request import Request
+from pipeline.web.camera_api import text
+from pipeline.web.request import Ask, Reply, as_json
 
 log = logging.getLogger("pipeline.web")
 
 PATH = "/api/reload"
 
 
-def post(handler: Request, _path: str = PATH) -> None:
-    """The handler's POST route for `PATH` (its other POST paths go to `camera_api.post`)."""
-    control = handler.app.control
+def post(ask: Ask) -> Reply:
+    control = ask.app.control
     if control is None:
-        handler.send(403, b"reloading the config over HTTP is off (outputs.web.control)\n")
-        return
+        return Reply(403, b"reloading the config over HTTP is off (outputs.web.control)\n")
     if control.reload is None:
-        reply(handler, text(409, "this run cannot reload its config (a --cluster run): restart it to apply changes"))
-        return
+        return text(409, "this run cannot reload its config (a --cluster run): restart it to apply changes")
     log.info("reload asked over HTTP")
     outcome = control.reload()
     if outcome.problems:
-        reply(handler, text(400, *outcome.problems))
-    else:
-        reply(handler, answer_json(200, {"applied": outcome.applied, "restart": outcome.restart}))
+        return text(400, *outcome.problems)
+    return as_json({"applied": outcome.applied, "restart": outcome.restart})

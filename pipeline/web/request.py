@@ -1,20 +1,24 @@
-"""What the routes need of each other, as protocols: a request being answered (the
-handler) and the web server it reaches through `request.app`. The route modules
-(`camera_api`, `evidence`, `recordings`), the handler and its admission name these, never each other's
-classes, so the web floor imports in one direction: server -> handler -> routes -> these."""
+"""What a route answers from and with: `Ask` (a request's path, query, headers and body,
+as the server's loop read them) and `Reply` (status, body, type and headers, or a file to
+send), and `App`, the web server as the routes see it. The route modules (`camera_api`,
+`evidence`, `recordings`, ...) are plain functions `Ask -> Reply`, run in the server's
+thread pool: they may block (the store, the disk, camera control) and never know the
+HTTP library, so the web floor imports in one direction: server -> handler -> routes -> these."""
 from __future__ import annotations
 
-import threading
-from contextlib import AbstractContextManager
-from email.message import Message
-from typing import BinaryIO, Callable, Collection, Protocol
+import json
+from dataclasses import dataclass, field
+from typing import Callable, Collection, Mapping, Protocol
 
 from prometheus_client import CollectorRegistry
 
 from pipeline.config.outputs import WebConfig
 from pipeline.control import CameraControl
-from pipeline.sinks.preview import Picture, Preview
+from pipeline.sinks.preview import Preview
+from pipeline.store.filters import Known
 from pipeline.store.queries import Store
+
+TEXT = "text/plain; charset=utf-8"
 
 
 class Recordings(Protocol):
@@ -31,11 +35,8 @@ class Recordings(Protocol):
 
 
 class App(Protocol):
-    """The web server as its requests see it (`web.server.WebServer`)."""
+    """The web server as its routes see it (`web.server.WebServer`)."""
 
-    IDLE_TIMEOUT_S: float
-    HEAD_TIMEOUT_S: float
-    STILL_WAIT_S: float
     config: WebConfig
     preview: Preview
     cameras: Callable[[], Collection[str]]
@@ -44,29 +45,44 @@ class App(Protocol):
     recordings: Recordings | None
     store: Store | None
     control: CameraControl | None
-    still_lease_s: float
-    closing: threading.Event
     registry: CollectorRegistry
 
     def api_snapshot(self) -> dict: ...
 
-    def watching(self, camera: str) -> AbstractContextManager[None]: ...
-
-    def seen(self, camera: str, picture: Picture) -> None: ...
+    def known(self) -> Known: ...
 
 
-class Request(Protocol):
-    """A request being answered (`web.handler.Handler`)."""
+@dataclass(frozen=True)
+class Ask:
+    """A request as a route reads it. `path`: what follows the route's prefix, percent-
+    decoded from the path exactly as sent (no client or library tidied it: the routes'
+    own checks refuse `..`), or the whole path for a route without a prefix."""
 
-    headers: Message
-    rfile: BinaryIO
-    wfile: BinaryIO
+    app: App
+    path: str
+    query: Mapping[str, list[str]] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: bytes = b""
 
     @property
-    def app(self) -> App: ...
+    def token(self) -> str:
+        return (self.query.get("token") or [""])[0]
 
-    def send(self, status: int, body: bytes, content_type: str = ..., headers: dict[str, str] | None = None) -> None:
-        ...
 
-    def send_head(self, status: int, content_type: str, length: int | None,
-                  headers: dict[str, str] | None = None) -> None: ...
+@dataclass
+class Reply:
+    """A route's answer. With `file`, the server sends that file (byte ranges as asked)
+    instead of `body`, at most `size` bytes of it where given (an MP4 being written:
+    what plays now), and runs `after` (in the pool) once it is sent or the client went."""
+
+    status: int
+    body: bytes = b""
+    content_type: str = TEXT
+    headers: dict[str, str] = field(default_factory=dict)
+    file: str | None = None
+    size: int | None = None
+    after: Callable[[], None] | None = None
+
+
+def as_json(data: object, status: int = 200, headers: dict[str, str] | None = None) -> Reply:
+    return Reply(status, json.dumps(data).encode(), "application/json", headers or {})

@@ -12,18 +12,14 @@ answers in memory and `AT_ONCE` cores, and the cameras keep the rest.
 """
 from __future__ import annotations
 
-import json
 import logging
 import threading
-from typing import TYPE_CHECKING
 
 from pipeline.redact import redact, redact_data
 from pipeline.store.filters import ACCEPTED, BadParameter, parse
 from pipeline.store.queries import body
 from pipeline.store.tables import StoreError
-
-if TYPE_CHECKING:
-    from pipeline.web.request import Request
+from pipeline.web.request import Ask, Reply, as_json
 
 log = logging.getLogger("pipeline.web")
 
@@ -33,35 +29,28 @@ WAIT_S = 10.0  # at most a query's time limit: a waiting request gets the place 
 _running = threading.BoundedSemaphore(AT_ONCE)
 
 
-def _error(handler: Request, status: int, line: str, headers: dict[str, str] | None = None) -> None:
-    handler.send(status, json.dumps({"error": redact(line)}).encode(), "application/json", headers)
+def _error(status: int, line: str, headers: dict[str, str] | None = None) -> Reply:
+    return as_json({"error": redact(line)}, status, headers)
 
 
-def serve(handler: Request, path: str, query: dict[str, list[str]]) -> None:
-    """`GET /api/store/<kind>?...` (the handler routes every path under `PREFIX` here)."""
-    kind = path[len(PREFIX):]
-    store = handler.app.store
+def serve(ask: Ask) -> Reply:
+    """`GET /api/store/<kind>?...` (`ask.path`: the kind)."""
+    kind, store = ask.path, ask.app.store
     if kind not in ACCEPTED:
-        _error(handler, 404, f"no such query: /api/store/{{{','.join(ACCEPTED)}}}")
-        return
+        return _error(404, f"no such query: /api/store/{{{','.join(ACCEPTED)}}}")
     if store is None:
-        _error(handler, 404, "this run keeps no store (outputs.store is off)")
-        return
+        return _error(404, "this run keeps no store (outputs.store is off)")
     if not _running.acquire(timeout=WAIT_S):
-        _error(handler, 503, f"the store is answering {AT_ONCE} queries already, its limit at once: "
-                             "try again in a few seconds", {"Retry-After": "5"})
-        return
+        return _error(503, f"the store is answering {AT_ONCE} queries already, its limit at once: "
+                           "try again in a few seconds", {"Retry-After": "5"})
     try:
-        filters = parse(kind, query)
-        store.check_known(filters, handler.app.known())
-        answer = json.dumps(redact_data(body(kind, filters, store.query(kind, filters)))).encode()
+        filters = parse(kind, ask.query)
+        store.check_known(filters, ask.app.known())
+        return as_json(redact_data(body(kind, filters, store.query(kind, filters))))
     except BadParameter as e:
-        _error(handler, 400, str(e))
-        return
+        return _error(400, str(e))
     except StoreError as e:
         log.warning("the store could not answer: %s", e.problems[0] if e.problems else e)
-        _error(handler, 503, e.problems[0] if e.problems else str(e))
-        return
+        return _error(503, e.problems[0] if e.problems else str(e))
     finally:
         _running.release()
-    handler.send(200, answer, "application/json")

@@ -4,19 +4,14 @@ with the gate's reason (`sinks.preview.Preview.motion`); the page draws them ove
 camera's picture so a user can set masks and thresholds."""
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from pipeline.web.request import Request
+from pipeline.web.request import Ask, Reply, as_json
 
 
-def serve(handler: Request, camera: str) -> None:
-    if camera not in handler.app.cameras():
-        handler.send(404, b"no such camera\n")
-        return
-    view = handler.app.preview.motion(camera)
+def serve(ask: Ask) -> Reply:
+    """`GET /api/motion/<camera>` (`ask.path`: the camera)."""
+    if ask.path not in ask.app.cameras():
+        return Reply(404, b"no such camera\n")
+    view = ask.app.preview.motion(ask.path)
     if view is None:
-        handler.send(404, b"this camera measures no motion (detect: motion: true)\n")
-    else:
-        handler.send(200, json.dumps(view).encode(), "application/json")
+        return Reply(404, b"this camera measures no motion (detect: motion: true)\n")
+    return as_json(view)

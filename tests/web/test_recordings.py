@@ -124,6 +124,20 @@ def test_a_range_header_that_is_no_valid_byte_range_is_ignored_and_the_file_sent
     assert status == 416 and headers["Content-Range"] == f"bytes */{len(whole)}"
 
 
+def test_a_recording_being_written_is_served_up_to_its_last_whole_box_in_byte_ranges_too(base, out):
+    """Its torn tail (a fragment half written) is never sent: the answer, its ranges and
+    its 416 all count the file as ending where it plays now."""
+    whole = (out / FIRST).read_bytes()
+    growing = "door.rec.20261201T120020Z.mp4"
+    (out / growing).write_bytes(whole + b"\x00\x00\x40\x00moof" + b"\x00" * 100)  # a fragment's index, torn
+    assert get(f"{base}/recordings/{growing}", AUTH)[:2] == (200, whole)
+    status, body, headers = get(f"{base}/recordings/{growing}", {**AUTH, "Range": "bytes=-10"})
+    assert (status, body, headers["Content-Range"]) == (206, whole[-10:], f"bytes {len(whole) - 10}-{len(whole) - 1}"
+                                                                          f"/{len(whole)}")
+    status, _, headers = get(f"{base}/recordings/{growing}", {**AUTH, "Range": f"bytes={len(whole)}-"})
+    assert status == 416 and headers["Content-Range"] == f"bytes */{len(whole)}"
+
+
 def test_the_boxes_of_a_recording_that_is_not_there_are_404(base, out):
     """Named as a recording is, but no such file (never written, or removed by retention)."""
     for name in ("door.rec.20261201T130000Z.mp4", "yard.rec.20261201T120000Z.mp4"):

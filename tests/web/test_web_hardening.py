@@ -347,3 +347,70 @@ def test_names_from_the_config_are_text_in_the_page(model_path, sample_path, run
         d.quit()
     assert evil in text  # shown as the literal name
     assert images == 0 and title != "owned"  # never parsed as markup, never run
+
+
+def read_to_end(c: socket.socket) -> bool:
+    """Whether the server ended the connection (what it sent before is read and dropped)."""
+    try:
+        while c.recv(65536):
+            pass
+    except ConnectionError:
+        pass
+    return True
+
+
+def test_open_streams_hold_no_thread_each_and_close_cuts_them(preview):
+    """A thread per connection let a crowd of viewers cost a thread each; closing waited
+    for streams that never end."""
+    server = WebServer(WebConfig(port=0), Snapshot, preview, cameras=lambda: ["door"])
+    server.start()
+    before = threading.active_count()
+    streams = [socket.create_connection(("127.0.0.1", server.port), timeout=20) for _ in range(20)]
+    try:
+        for c in streams:
+            c.sendall(b"GET /stream/door HTTP/1.1\r\nHost: x\r\n\r\n")
+        for c in streams:
+            assert c.recv(100).startswith(b"HTTP/1.1 200")  # each open, waiting for a picture
+        assert get(f"http://127.0.0.1:{server.port}/api/cameras")[0] == 200
+        assert threading.active_count() <= before + WebServer.WORKERS
+        assert closed_in_time(server)
+        assert all(read_to_end(c) for c in streams)
+    finally:
+        for c in streams:
+            c.close()
+        server.close()
+
+
+def test_routes_added_by_the_caller_need_the_token_websockets_included(preview):
+    """`routes` (the live video's WebSocket) are behind the same token as every route."""
+    import asyncio
+
+    import aiohttp
+    from aiohttp import web
+
+    async def echo(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        async for message in ws:
+            await ws.send_str(message.data)
+        return ws
+
+    server = WebServer(WebConfig(port=0, token="s3cret"), Snapshot, preview,
+                       routes=lambda app: app.router.add_get("/api/echo", echo))
+    server.start()
+
+    async def talk(token: str) -> str:
+        async with aiohttp.ClientSession() as session:
+            try:
+                async with session.ws_connect(f"http://127.0.0.1:{server.port}/api/echo{token}") as ws:
+                    await ws.send_str("hello")
+                    return (await ws.receive(timeout=10)).data
+            except aiohttp.WSServerHandshakeError as e:
+                return str(e.status)
+
+    try:
+        assert asyncio.run(talk("")) == "401"
+        assert asyncio.run(talk("?token=wrong")) == "401"
+        assert asyncio.run(talk("?token=s3cret")) == "hello"
+    finally:
+        server.close()
