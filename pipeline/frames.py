@@ -293,6 +293,7 @@ class Frame:
     stamps: dict[str, float] = field(default_factory=dict)
     picture: Any = field(default=None, repr=False)  # the decoded av.VideoFrame, until converted
     record_time: float | None = None  # its time on the camera's recording's timeline (None: not recorded)
+    live_time: float | None = None  # its picture's media time on the camera's live stream (None: not streamed)
     view: View | None = None
     plan: DetectPlan | None = None  # whether the detector runs on it (None: it does)
     detected: bool = False  # the detector ran on it: its detections are its own, not predicted

@@ -77,10 +77,10 @@ def counting_threads(plan: ThreadPlan, make: Callable[[], T]) -> T:
 
 def side_outputs(pipeline: Pipeline) -> SideOutputs:
     """The run's side outputs in its thread plan: the threads they start as they are made
-    (the live view's encoder) and, beyond the plan's total, the live view's connections."""
+    (the live view's encoder) and the live view's pool, whose threads start as requests come."""
     side = counting_threads(pipeline.plan, lambda: SideOutputs(pipeline))
     if side.web is not None:
-        pipeline.plan.web_connections = side.web.MAX_WAITING + side.web.MAX_CONNECTIONS
+        pipeline.plan.side_threads += side.web.WORKERS
     return side
 
 
@@ -124,7 +124,7 @@ class Pipeline:
         self.sink = SinkStage(cfg.outputs, self.metrics, self.control, Capacity(self.plan.cores),
                               cfg.runtime.queue_size, self.side.evidence, self.side.preview, self.side.index,
                               self.side.views, on_frame=None if self.side.home is None else self.side.home.frame,
-                              store=self.side.records)
+                              store=self.side.records, live=self.side.live)
         for a, b in zip(self.stages, [*self.stages[1:], self.sink]):
             a.emit = b.accept
         self.stages.append(self.sink)
@@ -138,7 +138,7 @@ class Pipeline:
         self.plan.add_camera(s.thread_count, s.id in self.sink.files.recordings, bool(s.detect_uri))
         preprocess = Preprocessor(self.config.detector, from_picture=not converts_every_frame(self.config))
         source = VideoSource(s, preprocess, port, self.metrics, self.control, self.max_frames, resume,
-                             self.sink.files.recordings.get(s.id), detect_gate(self.config, self.engines, s, self.feedbacks))
+                             self.sink.files.recordings.get(s.id), detect_gate(self.config, self.engines, s, self.feedbacks), self.side.live)
         self.sources.append(source)
         return source
 

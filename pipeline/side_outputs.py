@@ -1,7 +1,8 @@
 """What the sink feeds besides each camera's files, for the whole run: the event
 destinations, the events' evidence (snapshots, clips) and the live page's recent
 events, the store (every track, event, segment and count), the disk budget (which the
-store follows), and the live view with its web server; each only where the
+store follows), and the live view with its web server and each camera's live video
+(`live.hub`: its own packets for the page's video sockets); each only where the
 config asks for it. Which frames are shown, and in what picture (`Views`), follows from
 the video's settings and the live view's viewers. The graph starts, aborts and closes
 them with the run."""
@@ -15,6 +16,7 @@ from pipeline.metrics.registry import Metrics
 from pipeline.events.event_evidence import EventEvidence, RecentEvents
 from pipeline.events.publisher import EventPublisher
 from pipeline.events.homeassistant import HomeAssistant
+from pipeline.live.hub import LiveHub
 from pipeline.sinks.preview import Preview
 from pipeline.sinks.retention import OutputRetention
 from pipeline.sinks.views import Views, annotates
@@ -25,6 +27,7 @@ from pipeline.store.connections import location_of
 from pipeline.store.filters import ConfigNames
 from pipeline.store.queries import Store
 from pipeline.stages.analytics import AnalyticsStage
+from pipeline.web.live_api import add_routes
 from pipeline.web.recordings import RecordingFiles
 from pipeline.web.server import WebServer
 
@@ -55,6 +58,12 @@ def record_names(pipeline: Run) -> list[str]:
     return configured + [name for name in pipeline.cameras_written().values() if name]
 
 
+def latency_p95(metrics: Metrics, camera: str) -> float | None:
+    """The camera's capture-to-record latency, P95 over the last seconds (None: no frame yet)."""
+    stats = metrics.cameras.get(camera)
+    return stats.recent.latency(metrics.clock()).percentile(95) if stats is not None else None
+
+
 class SideOutputs:
     def __init__(self, pipeline: Run):
         out = pipeline.config.outputs
@@ -69,8 +78,10 @@ class SideOutputs:
         self.recent = RecentEvents()
         self.index = WrittenIndex(out.dir)  # what the run wrote: retention removes nothing else
         self.preview: Preview | None = None
+        self.live: LiveHub | None = None  # the cameras' live video, for the page's sockets
         if out.web is not None:
             self.preview = Preview(out.web.fps, out.web.quality, out.web.width)
+            self.live = LiveHub(lambda camera: latency_p95(pipeline.metrics, camera))
         self.views = Views(out.video, annotates(pipeline.config), self.preview.wants if self.preview else None)
         self.evidence = EventEvidence(out.dir, out.events, self.events, self.recent,
                                       on_lost=pipeline.metrics.snapshot_lost, on_file=self.index.add,
@@ -83,7 +94,8 @@ class SideOutputs:
             out, lambda path: pipeline.is_open(path) or self.evidence.is_open(path), pipeline.metrics,
             self.index, cameras=pipeline.cameras_written, on_removed=self.store.forget if self.store else None)
         self.web: WebServer | None = None
-        if out.web is not None and self.preview is not None:
+        if out.web is not None and self.preview is not None and self.live is not None:
+            live, token = self.live, out.web.token
             control = CameraControl(pipeline, pipeline.config) if out.web.control else None
             recordings = RecordingFiles(out.dir, lambda: record_names(pipeline), out.jsonl.filename,
                                         out.record.export_max_s)
@@ -93,7 +105,8 @@ class SideOutputs:
                                  events=self.recent.newest, evidence_dir=out.dir, control=control,
                                  recordings=recordings, annotated=annotates(pipeline.config), store=store,
                                  names=ConfigNames(pipeline.config, lambda: [s.spec for s in pipeline.stages
-                                                                            if isinstance(s, AnalyticsStage)]))
+                                                                            if isinstance(s, AnalyticsStage)]),
+                                 routes=lambda app: add_routes(app, live.find, token), video=live.viewers)
 
     def start(self) -> None:
         for part in (self.store, self.events, self.home, self.evidence, self.retention, self.web):

@@ -21,6 +21,7 @@ FLOORS = [
     ["runtime", "pictures", "preprocess", "decoders", "drawing"],
     ["engines", "catalog"],
     ["recording"],
+    ["live"],
     ["events"],
     ["store"],
     ["sources", "stages", "sinks"],

@@ -92,7 +92,7 @@ def frame_record(frame: Frame, spot: RecordingSpot | None = None, recorded: bool
     `wall_time`: its events say when they were written (live cameras)."""
     det = frame.detections
     items = []
-    pixels = _pixels(frame) if recorded else None  # the boxes' size, where it may not be the recording's
+    pixels = frame_pixels(frame) if recorded else None  # the boxes' size, where it may not be the recording's
     target = (spot.width, spot.height) if spot is not None else size if recorded else None
     target = target if target is not None and all(target) else None
     scale = _scale(pixels, target)
@@ -137,8 +137,9 @@ def frame_record(frame: Frame, spot: RecordingSpot | None = None, recorded: bool
     return record
 
 
-def _pixels(frame: Frame) -> tuple[int, int] | None:
-    """The analysed picture's size, never converting it to know (None: not known)."""
+def frame_pixels(frame: Frame) -> tuple[int, int] | None:
+    """The analysed picture's size, never converting it to know (None: not known): the
+    pixels its boxes are in (the live stream's records say so too)."""
     if frame.letterbox is not None:
         w, h = frame.letterbox.frame_w, frame.letterbox.frame_h
     elif frame.picture is not None or frame.converted:  # type: ignore[attr-defined]

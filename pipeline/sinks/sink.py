@@ -1,6 +1,7 @@
 """The last stage: hands each camera's frames to its outputs (`CameraOutputs`: annotated
 video, JSON lines), the live view, the events' evidence and destinations
-(`EventEvidence`) and the store (`store.writer`: each frame's record), and closes the
+(`EventEvidence`), the store (`store.writer`: each frame's record) and the live page's
+video sockets (`live.hub`: the record of each frame of a watched camera), and closes the
 camera's files when its end-of-stream arrives.
 
 Encoding is the costliest per-frame CPU work after inference, so the sink runs a small
@@ -17,12 +18,14 @@ from typing import Callable
 from pipeline.config import OutputsConfig
 from pipeline.config.outputs import RecordConfig
 from pipeline.frames import EndOfStream, Frame, Item, Resume
+from pipeline.live.hub import LiveHub
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.queues import BoundedQueue, QueueClosed
 from pipeline.runtime.stage import RunControl
 from pipeline.runtime.threads import Capacity
 from pipeline.events.event_evidence import EventEvidence
 from pipeline.sinks.camera_files import CameraOutputs, frame_line
+from pipeline.sinks.jsonl import frame_pixels
 from pipeline.sinks.preview import Preview
 from pipeline.sinks.views import Views
 from pipeline.sinks.written import WrittenIndex
@@ -30,6 +33,18 @@ from pipeline.store.runlog import ClockLog
 from pipeline.store.writer import StoreWriter
 
 log = logging.getLogger("pipeline.sink")
+
+
+def boxes_size(files: CameraOutputs, frame: Frame, record: dict) -> tuple[int, int] | None:
+    """The pixels a frame's record's boxes are in: those it names, else its recording's
+    (the file it lies in, else the latest), else the analysed picture's."""
+    if record.get("pixels"):
+        return tuple(record["pixels"])  # type: ignore[return-value]
+    recording = files.recordings.get(frame.camera)
+    if recording is not None:
+        spot = files.spot(frame)
+        return (spot.width, spot.height) if spot is not None else recording.plan.size
+    return frame_pixels(frame)
 
 
 class SinkStage:
@@ -42,13 +57,15 @@ class SinkStage:
     def __init__(self, outputs: OutputsConfig, metrics: Metrics, control: RunControl, capacity: Capacity,
                  queue_size: int, evidence: EventEvidence, preview: Preview | None = None,
                  index: WrittenIndex | None = None, views: Views | None = None,
-                 on_frame: Callable[[Frame], None] | None = None, store: StoreWriter | ClockLog | None = None):
+                 on_frame: Callable[[Frame], None] | None = None, store: StoreWriter | ClockLog | None = None,
+                 live: LiveHub | None = None):
         self.files = CameraOutputs(outputs, metrics, self.name, index,
                                    views or Views(outputs.video, wants=preview.wants if preview is not None else None))
         self.evidence = evidence  # every event: its snapshot and clip, then the panel and the destinations
         self.preview = preview    # the live view: offered every frame, keeps only watched cameras' newest
         self.on_frame = on_frame  # every frame written, as it stands (Home Assistant's status)
         self.store = store  # every frame's record: the store's writer, or (store off) the run log's clocks
+        self.live = live  # a watched camera's records, to its live streams' viewers
         self.metrics = metrics
         self.control = control
         self.capacity = capacity
@@ -142,7 +159,14 @@ class SinkStage:
         record = self.files.write(frame)
         if self.store is not None:
             captured = time.time() - (time.perf_counter() - frame.t_capture)  # t_capture: a perf_counter reading
-            self.store.offer(record if record is not None else frame_line(self.files, frame), captured)
+            record = record if record is not None else frame_line(self.files, frame)
+            self.store.offer(record, captured)
+        if self.live is not None and self.live.watched(frame.camera):
+            record = record if record is not None else frame_line(self.files, frame)
+            try:
+                self.live.frame(frame, record, boxes_size(self.files, frame, record), frame_pixels(frame))
+            except Exception as e:  # the page's video is a viewer's extra: it never stops the files
+                self.live.failed(frame.camera, e)
         if self.preview is not None:
             self.preview.offer(frame)
         if self.on_frame is not None:

@@ -10,7 +10,9 @@ broken before or after their first frame) as an outage and reconnect under one p
 A recorded camera hands every packet to its recording before decoding it; one analysed
 on its sub-stream (`detect_uri`) decodes only that, and its main stream is read by a
 thread of its own for the recording (`RecordingFeed`), ended before the camera's end of
-stream goes on (the recording closes behind it).
+stream goes on (the recording closes behind it). With the live page on, the camera's
+live streams (`live`) tap the same connections: the one decoded ("sub"), and the main
+stream read for the recording ("main").
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from typing import Protocol
 from pipeline.config import SourceConfig
 from pipeline.errors import one_line
 from pipeline.frames import EndOfStream, Item, Resume
+from pipeline.live.hub import LiveHub
 from pipeline.metrics.registry import CameraState, CameraStats, Metrics
 from pipeline.preprocess import Preprocessor
 from pipeline.runtime.queues import QueueClosed
@@ -66,7 +69,7 @@ def wait_unless(stop: threading.Event, stop_camera: threading.Event, seconds: fl
 class VideoSource:
     def __init__(self, config: SourceConfig, preprocess: Preprocessor, lane: Lane, metrics: Metrics,
                  control: RunControl, max_frames: int | None = None, resume: Resume = Resume(),
-                 recording: PacketTap | None = None, gate: DetectGate | None = None):
+                 recording: PacketTap | None = None, gate: DetectGate | None = None, live: LiveHub | None = None):
         self.config = config
         self.analysed = config.analysed()  # what is decoded: the sub-stream where it has one
         self.camera = config.id
@@ -86,7 +89,7 @@ class VideoSource:
         self.stats: CameraStats = self.health.stats
         self.reconnect = Reconnect(config.reconnect)
         self.framing: Framing | None = None  # made when its thread starts
-        self.feed = RecordingFeed(config, recording, self._wait, self._stopped)
+        self.feed = RecordingFeed(config, recording, self._wait, self._stopped, live)
         self._thread = threading.Thread(target=self._run, name=f"source-{self.camera}", daemon=True)
 
     def start(self) -> None:
@@ -150,7 +153,7 @@ class VideoSource:
         """Read the file once, or over and over with `loop` (timestamps keep increasing)."""
         self.health.state(CameraState.CONNECTING)
         while True:
-            connection = Connection(self.analysed, self.health.bad_packet, self._said, tap=self.feed.tap)
+            connection = Connection(self.analysed, self.health.bad_packet, self._said, tap=self.feed.tap, also=self.feed.live)
             try:
                 self.health.state(CameraState.STREAMING)
                 assert self.framing is not None
@@ -175,7 +178,7 @@ class VideoSource:
             self.health.state(CameraState.RECONNECTING if rc.streamed else CameraState.CONNECTING, self.stats.detail)
             why = ""
             try:
-                connection = Connection(self.analysed, self.health.bad_packet, self._said, tap=self.feed.tap)
+                connection = Connection(self.analysed, self.health.bad_packet, self._said, tap=self.feed.tap, also=self.feed.live)
                 try:
                     assert self.framing is not None
                     self.framing.timeline.new_connection()
@@ -201,7 +204,7 @@ class VideoSource:
             assert self.framing is not None
             frame = self.framing(vf, connection)
             if frame is not None:
-                self.feed.analysed(frame.record_time)
+                self.feed.analysed(frame, vf)
                 self.lane.put(frame)
             self.lane.end_turn()
             if self._stopping():

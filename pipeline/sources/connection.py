@@ -213,6 +213,21 @@ class PacketTap(Protocol):
         ...
 
 
+class StreamTap(Protocol):
+    """What else sees a connection's video packets and pictures: the camera's live stream
+    (`live.stream.LiveStream`). It sees them after the recording, with the timestamps the
+    recording made where the stream lacked them; `beside` is the recording's place of the
+    same connection (None: not recorded)."""
+
+    def connect(self, video, rate: Fraction, beside: TapLink | None = None) -> object: ...
+
+    def packet(self, packet, link) -> None: ...
+
+    def picture(self, frame, link) -> None: ...
+
+    def disconnect(self) -> None: ...
+
+
 @dataclass
 class DecodeStats:
     """What one connection decoded and skipped."""
@@ -225,10 +240,11 @@ class Connection:
     """An open video: iterate `frames()` (or `demux()` without decoding); `close()` when
     done. `said` is the camera's set of decoder warnings already logged: the caller keeps
     it across the connections of a camera (loop passes, reconnects) so that each is said
-    once. `tap` sees every packet (its audio too) before it is decoded."""
+    once. `tap` sees every packet (its audio too) before it is decoded, `also` every video
+    packet and picture after it (the taps fan out: the recording, then the live stream)."""
 
     def __init__(self, config: SourceConfig, on_bad_packet: Callable[[str], None], said: set[str] | None = None,
-                 tap: PacketTap | None = None, decode: bool = True):
+                 tap: PacketTap | None = None, decode: bool = True, also: StreamTap | None = None):
         self.config = config
         self.on_bad_packet = on_bad_packet
         self._said = set() if said is None else said
@@ -243,6 +259,8 @@ class Connection:
             self.link = tap.connect(self.stream, self.audio, self.rate) if tap is not None else None
             if self.link is not None and not decode:
                 self.link.decode_alone(self.stream)
+            self.also = also
+            self.also_link = also.connect(self.stream, self.rate, self.link) if also is not None else None
         except BaseException:
             self.container.close()
             raise
@@ -308,8 +326,7 @@ class Connection:
                                   f"(read_timeout_s): the stream is broken from here")
             for vf in decoded:
                 self.stats.frames += 1
-                if self.tap is not None:
-                    self.tap.picture(vf, self.link)
+                self._picture(vf)
                 yield vf
         if not stop():
             yield from self._flush()
@@ -318,14 +335,19 @@ class Connection:
             if not self.config.network and listed and read < listed - 1 and not self.ended_early:
                 self.ended_early = f"{self.stats.frames} of the {listed} frames its index lists"
 
+    def _picture(self, vf: av.VideoFrame) -> None:
+        if self.tap is not None:
+            self.tap.picture(vf, self.link)
+        if self.also is not None:
+            self.also.picture(vf, self.also_link)
+
     def _flush(self) -> Iterator[av.VideoFrame]:
         """The frames the decoder still holds at the end of the stream."""
         assert self._decode is not None
         try:
             for vf in self._decode(None):
                 self.stats.frames += 1
-                if self.tap is not None:
-                    self.tap.picture(vf, self.link)
+                self._picture(vf)
                 yield vf
         except (av.error.FFmpegError, ValueError):
             pass
@@ -338,6 +360,7 @@ class Connection:
 
     def _packets(self) -> Iterator:
         tap, link, video = self.tap, self.link, self.stream.index
+        also, also_link = self.also, self.also_link
         streams = (self.stream, self.audio) if self.audio is not None else (self.stream,)
         try:
             for packet in self.container.demux(*streams):
@@ -347,6 +370,8 @@ class Connection:
                     tap.packet(packet, link)
                     if packet.stream_index != video:
                         continue
+                if also is not None:
+                    also.packet(packet, also_link)
                 yield packet
         except av.error.ExitError as e:  # read timeout of a hung live server
             raise SourceError(f"no data for {self.config.read_timeout_s:g}s (read_timeout_s): {one_line(e)}") from None
@@ -358,4 +383,6 @@ class Connection:
     def close(self) -> None:
         if self.tap is not None:
             self.tap.disconnect()
+        if self.also is not None:
+            self.also.disconnect()
         self.container.close()

@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from pipeline.config import SourceConfig
+from pipeline.frames import Frame
+from pipeline.live.hub import LiveHub
+from pipeline.live.stream import LiveStream
 from pipeline.sources.connection import Connection, PacketTap, SourceError
 from pipeline.sources.reconnect import Reconnect
 
@@ -103,9 +106,10 @@ class Passes:
 
 class MainStream:
     def __init__(self, config: SourceConfig, tap: PacketTap, wait: Callable[[float], None],
-                 stopped: Callable[[], bool]):
+                 stopped: Callable[[], bool], live: LiveStream | None = None):
         self.config = config  # the camera, `uri` being its main stream
         self.tap = tap
+        self.live = live  # its live stream: it sees the packets after the recording
         self.wait = wait  # sleeps, waking when the camera is stopped
         self.stopped = stopped  # the run or the camera is stopped (a file's main stream still reads to the end)
         self.reconnect = Reconnect(config.reconnect)
@@ -154,7 +158,7 @@ class MainStream:
         while not self._ended():
             why = "the stream ended"
             try:
-                connection = Connection(self.config, lambda _: None, said, tap=self.tap, decode=False)
+                connection = Connection(self.config, lambda _: None, said, tap=self.tap, decode=False, also=self.live)
                 done = None if self.config.network else self.passes.begin()  # live: matched by arrival
                 try:
                     connection.demux(self._gate(connection, done))
@@ -212,14 +216,18 @@ class MainStream:
 
 
 class RecordingFeed:
-    """A camera's recording as its thread sees it (none: every call does nothing)."""
+    """A camera's recording as its thread sees it (none: every call does nothing), and the
+    live stream of what it decodes (`live`: "sub", where the live page is on)."""
 
     def __init__(self, config: SourceConfig, recording: PacketTap | None, wait: Callable[[float], None],
-                 stopped: Callable[[], bool]):
+                 stopped: Callable[[], bool], live: LiveHub | None = None):
         self.recording = recording
         self.network = config.network
-        self.main = MainStream(config, recording, wait, stopped) if recording is not None and config.detect_uri \
-            else None
+        self.live = live.stream(config.id, "sub") if live is not None else None
+        self.main = None
+        if recording is not None and config.detect_uri:
+            self.main = MainStream(config, recording, wait, stopped,
+                                   live.stream(config.id, "main") if live is not None else None)
 
     def start(self, origin: float) -> None:
         """The camera's timeline starts at `origin`: a network camera's recording counts from
@@ -247,9 +255,12 @@ class RecordingFeed:
         failed): its camera does not give up on a dead sub-stream meanwhile."""
         return self.main is not None and self.main.recording
 
-    def analysed(self, t: float | None) -> None:
+    def analysed(self, frame: Frame, picture) -> None:
+        """A frame of the camera made from `picture`: its picture's media time on the live
+        stream; a file's main stream may read on past its place on the recording."""
+        frame.live_time = self.live.media_time(picture) if self.live is not None else None
         if self.main is not None:
-            self.main.analysed(t)
+            self.main.analysed(frame.record_time)
 
     def finish(self) -> None:
         """The camera has no more frames: its main stream's reader ends before the camera's end of stream goes on."""

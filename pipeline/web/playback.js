@@ -1,20 +1,14 @@
 "use strict";
 // Recording playback, shared by the live page (/) and the review page (/review), served
 // as /static/playback.js: a recording (/recordings/<path>) plays in a <video> with the
-// boxes of the JSON lines rows that point into it (/api/boxes) drawn on a <canvas> over
-// it, each row with the picture whose time it names (the rows come a minute at a time).
+// boxes of the JSON lines rows that point into it (/api/boxes) drawn by the live tiles'
+// overlay (/static/overlay.js, loaded first) on a <canvas> laid over its picture, each row
+// with the picture whose media time it names (the rows come a minute at a time).
 // A recording still being written is followed as it grows (`follow`).
 // A page may hold several players at once (the review page plays every camera at a moment).
 // Names from the config are only ever drawn or set as text.
 
 const pathUrl = (base, path) => base + path.split("/").map(encodeURIComponent).join("/");
-
-function classColor(id) {  // as pipeline/drawing.py colours classes
-  const h = (id * 0.618033988749895) % 1, s = 0.85, v = 0.95, i = Math.floor(h * 6), f = h * 6 - i;
-  const p = v * (1 - s), q = v * (1 - f * s), u = v * (1 - (1 - f) * s);
-  const [r, g, b] = [[v, u, p], [q, v, p], [p, v, u], [p, q, v], [u, p, v], [v, p, q]][i % 6];
-  return `rgb(${r * 255 | 0},${g * 255 | 0},${b * 255 | 0})`;
-}
 
 // One player over `video` and `canvas`: its state (`file`, the `frames` of boxes loaded for
 // `from`..`to`, how many boxes it `drawn` last and the row `shown`, the `bytes` served when
@@ -42,42 +36,14 @@ async function loadBoxes(player, file, t) {
 }
 
 function nearestFrame(player, t) {
-  const f = player.frames;
-  if (!f.length) return null;
-  let lo = 0, hi = f.length - 1;
-  while (lo < hi) { const mid = (lo + hi) >> 1; if (f[mid].t < t) lo = mid + 1; else hi = mid; }
-  const best = lo > 0 && t - f[lo - 1].t < f[lo].t - t ? f[lo - 1] : f[lo];
-  const step = f.length > 1 ? (f[f.length - 1].t - f[0].t) / (f.length - 1) : 0.1;
-  return Math.abs(best.t - t) <= Math.max(0.02, step / 2) ? best : null;  // no row for this picture: nothing drawn
+  const f = player.frames, step = f.length > 1 ? (f[f.length - 1].t - f[0].t) / (f.length - 1) : 0.1;
+  return nearestRecord(f, t, Math.max(0.02, step / 2));  // no row for this picture: nothing drawn
 }
 
 function drawBoxes(player, t) {
-  const {video, canvas} = player;
-  const w = video.clientWidth, h = video.clientHeight, dpr = window.devicePixelRatio || 1;
-  if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
-    canvas.width = Math.round(w * dpr); canvas.height = Math.round(h * dpr);
-    canvas.style.width = w + "px"; canvas.style.height = h + "px";
-  }
-  const g = canvas.getContext("2d");
-  g.setTransform(1, 0, 0, 1, 0, 0);
-  g.clearRect(0, 0, canvas.width, canvas.height);
   const frame = nearestFrame(player, t);
   player.shown = frame ? frame.seq : null;
-  player.drawn = 0;
-  if (!frame || !video.videoWidth) return;
-  const k = Math.min(w / video.videoWidth, h / video.videoHeight);  // the picture as the element fits it
-  g.setTransform(dpr * k, 0, 0, dpr * k, dpr * (w - video.videoWidth * k) / 2, dpr * (h - video.videoHeight * k) / 2);
-  g.font = `${Math.max(10, 13 / k)}px system-ui, sans-serif`;
-  for (const d of frame.detections) {
-    const [x1, y1, x2, y2] = d.box, color = classColor(d.class_id);
-    g.lineWidth = Math.max(1, (player.track != null && d.track === player.track ? 4 : 2) / k);
-    g.strokeStyle = color; g.strokeRect(x1, y1, x2 - x1, y2 - y1);
-    const text = `${d.track != null ? "#" + d.track + " " : ""}${d.class} ${d.score.toFixed(2)}`;
-    const tw = g.measureText(text).width + 6 / k, th = 16 / k;
-    g.fillStyle = color; g.fillRect(x1, Math.max(0, y1 - th), tw, th);
-    g.fillStyle = "#000"; g.fillText(text, x1 + 3 / k, Math.max(0, y1 - th) + th - 4 / k);
-    player.drawn++;
-  }
+  player.drawn = drawRecord(player.canvas, player.video, frame, null, player.track);
 }
 
 // How long a player at the end of a recording waits for it to grow before taking it as finished.

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import ROOT
 from pipeline.drawing import class_color
-from web_support import browser, get, live_config, running, wait_for  # noqa: F401  (a fixture)
+from web_support import SHOWN, browser, get, live_config, running, wait_for  # noqa: F401  (a fixture)
 
 
 def video_of(shot: np.ndarray, rect: dict) -> np.ndarray:
@@ -38,8 +38,8 @@ def capture(d, tiles: dict) -> tuple[np.ndarray, dict[str, dict]]:
     import cv2
     from selenium.webdriver.common.by import By
 
-    rects = {cam: d.execute_script("return arguments[0].getBoundingClientRect().toJSON()",
-                                   t.find_element(By.CSS_SELECTOR, "img.video")) for cam, t in tiles.items()}
+    rects = {cam: d.execute_script(SHOWN + "return shown(arguments[0]).getBoundingClientRect().toJSON()", t)
+             for cam, t in tiles.items()}
     png = d.get_screenshot_as_png()
     return cv2.cvtColor(cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB), rects
 
@@ -55,8 +55,9 @@ def test_the_page_shows_both_cameras_live_with_boxes_counts_and_states(model_pat
         d.get(f"http://127.0.0.1:{p.side.web.port}/")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            imgs = d.find_elements(By.CSS_SELECTOR, ".tile img.video")
-            if len(imgs) == 2 and all(d.execute_script("return arguments[0].naturalWidth", i) > 0 for i in imgs):
+            shown = d.find_elements(By.CSS_SELECTOR, ".tile")
+            if len(shown) == 2 and all(d.execute_script(SHOWN + "return playing(shown(arguments[0]))", t)
+                                       for t in shown):
                 break
             time.sleep(0.2)
         time.sleep(2)  # a couple of refreshes of the stats
@@ -121,7 +122,7 @@ def test_a_token_guards_the_page_the_api_and_the_video(model_path, sample_path, 
 
 def test_the_server_listens_on_this_machine_only_by_default(model_path, sample_path, running):
     p = running(live_config(model_path, sample_path))
-    assert p.side.web._httpd.server_address[0] == "127.0.0.1"
+    assert p.side.web.address[0] == "127.0.0.1"
 
 
 def tile_text(d, camera: str, selector: str) -> str:
@@ -166,9 +167,9 @@ def test_an_outage_shows_zero_recent_fps_growing_downtime_and_the_last_pictures_
     try:
         d.get(f"http://127.0.0.1:{p.side.web.port}/")
         assert wait_for(lambda: tile_text(d, "door", ".state") == "streaming"
-                        and d.execute_script("return document.querySelector(\".tile[data-camera='door'] img.video\")"
-                                             ".naturalWidth") > 0, 60)
-        live = wait_for(lambda: (v := json.loads(get(api)[1])["live_view"])["viewers"] == 2 and v, 10)
+                        and d.execute_script(SHOWN + "return playing(shown(document.querySelector("
+                                             "\".tile[data-camera='door']\")))"), 60)
+        live = wait_for(lambda: len((v := json.loads(get(api)[1])["live_view"])["video"]) == 2 and v, 10)
         # the tile's figure comes with the page's next poll of /api/cameras (each second)
         streaming_fps = wait_for(lambda: float(tile_text(d, "door", ".fps") or 0), 10) or 0.0
         server.kill()
@@ -195,7 +196,7 @@ def test_an_outage_shows_zero_recent_fps_growing_downtime_and_the_last_pictures_
     finally:
         d.quit()
         server.kill()
-    assert live and live["viewers"] == 2 and live["watched"] == 2  # the page's two tiles
+    assert live and sorted(live["video"]) == ["door", "street"]  # the page's two tiles play their video
     assert streaming_fps > 0 and window == "last 10 s:" and header.startswith("last 10 s: ")
     assert outage == f"reconnecting: last picture at {said}"
     assert killed - 5 < shown_at < killed + 1  # the picture it names is the last before the outage

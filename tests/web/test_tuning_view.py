@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from conftest import detector_model
-from web_support import browser, get, running  # noqa: F401  (a fixture)
+from web_support import SHOWN, browser, get, running  # noqa: F401  (a fixture)
 
 MASK = [[0, 0], [384, 0], [384, 288], [0, 288]]  # the campus clip's top-left quarter
 
@@ -61,7 +61,8 @@ def test_ticking_motion_draws_the_boxes_and_the_mask_and_only_a_camera_measuring
     try:
         d.get(f"http://127.0.0.1:{p.side.web.port}/")
         deadline = time.monotonic() + 30
-        while not d.find_elements(By.CSS_SELECTOR, '.tile[data-camera="campus"] img.video') \
+        while not (d.find_elements(By.CSS_SELECTOR, '.tile[data-camera="campus"]') and d.execute_script(
+                SHOWN + "return playing(shown(document.querySelector('.tile[data-camera=\"campus\"]')))")) \
                 and time.monotonic() < deadline:
             time.sleep(0.2)
         tile = d.find_element(By.CSS_SELECTOR, '.tile[data-camera="campus"]')
@@ -69,7 +70,7 @@ def test_ticking_motion_draws_the_boxes_and_the_mask_and_only_a_camera_measuring
         offered = {t.get_attribute("data-camera"): t.find_element(By.CSS_SELECTOR, ".tuning").is_displayed()
                    for t in d.find_elements(By.CSS_SELECTOR, ".tile")}
         before = picture_of(d, tile)
-        tile.find_element(By.CSS_SELECTOR, ".show-motion").click()
+        tile.find_element(By.CSS_SELECTOR, ".show-motion").click()  # the tile turns to stills, the motion over them
         time.sleep(2.0)  # a few polls of the view
         after = picture_of(d, tile)
         cv2.imwrite(str(tmp_path / "tuning_view.png"), after)
@@ -84,12 +85,10 @@ def test_ticking_motion_draws_the_boxes_and_the_mask_and_only_a_camera_measuring
 
 
 def picture_of(d, tile) -> np.ndarray:
-    """The tile's picture as the screen shows it (BGR)."""
+    """The tile's picture as the screen shows it (BGR): its video, or its stills."""
     import cv2
-    from selenium.webdriver.common.by import By
 
-    rect = d.execute_script("return arguments[0].getBoundingClientRect().toJSON()",
-                            tile.find_element(By.CSS_SELECTOR, "img.video"))
+    rect = d.execute_script(SHOWN + "return shown(arguments[0]).getBoundingClientRect().toJSON()", tile)
     shot = cv2.imdecode(np.frombuffer(d.get_screenshot_as_png(), np.uint8), cv2.IMREAD_COLOR)
     x, y, w, h = (int(rect[k]) for k in ("x", "y", "width", "height"))
     return shot[y:y + h, x:x + w]

@@ -101,6 +101,13 @@ def wait_for(condition, seconds: float = 60, every: float = 0.1):
         time.sleep(every)
 
 
+# what a tile shows: its camera's video (the boxes drawn over it), or stills where video cannot play
+SHOWN = """const shown = (t) => { const v = t.querySelector("video.live");
+  return v && !v.hidden ? v : t.querySelector("img.video"); };
+const playing = (e) => e.tagName === "VIDEO" ? e.getVideoPlaybackQuality().totalVideoFrames > 0 : e.naturalWidth > 0;
+"""
+
+
 def play_event_recording(d, base: str, event_id) -> None:
     """On the live page at `base`: open the event `event_id` in the events panel and press
     its `play the recording`."""
