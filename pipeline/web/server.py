@@ -117,7 +117,10 @@ class WebServer:
     IDLE_TIMEOUT_S = 30.0  # a connection that sends nothing for this long is closed
     HEAD_TIMEOUT_S = 10.0  # a new connection's first request head must be in by then
     MAX_WAITING = 64  # connections still sending their first head; one more cuts the oldest
-    MAX_CONNECTIONS = 64  # admitted (their head held the token) at once; more are answered 503
+    # admitted (their head held the token) at once; more are answered 503. A page holds a video
+    # socket per tile in view (32 for a wall of 32 cameras), and on the event loop a connection
+    # holds no thread: a few walls open at once fit.
+    MAX_CONNECTIONS = 256
     BACKLOG = 128  # connections the kernel holds before they are accepted
     WORKERS = 4  # threads for what blocks: the store, files, camera control
     STILL_WAIT_S = 2.0  # the first still of a camera nobody watched waits this long for a fresh picture
