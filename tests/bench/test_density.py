@@ -18,7 +18,7 @@ def config(tmp_path, sample_path, model_path, outputs: dict | None = None):
 
 def snap(p99: float, decoded: int = 1000, dropped: int = 0, on_purpose: int = 0, processed: int | None = None):
     cam = CameraSnapshot(frames_in=decoded, processed=decoded - dropped if processed is None else processed,
-                         dropped={"queue_full": dropped, "max_fps": on_purpose})
+                         dropped={"queue_full": dropped}, skipped={"max_fps": on_purpose})
     return Snapshot(processed=cam.processed, latency=Latency(p50_ms=p99 / 2, p99_ms=p99), cameras={"cam0": cam})
 
 
