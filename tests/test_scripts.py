@@ -97,6 +97,13 @@ def test_recording_cpu_compares_runs_with_and_without_the_recording():
     assert re.search(r"per packet \([1-9]\d*\): the recording adds -?\d+ us of CPU", out), out
 
 
+def test_live_video_cpu_measures_the_pipeline_watched_by_video_by_stills_and_by_nobody():
+    out = script("live_video_cpu.py", "--cameras", "1", "--seconds", "2", "--warmup", "4", "--rounds", "1")
+    assert re.search(r"^  none +cpu +[\d.]+% .*fragments +0 .*stills +0$", out, re.M), out
+    assert re.search(r"^  video +cpu .*fragments +[1-9]", out, re.M), out  # the socket's video came
+    assert re.search(r"^  stills +cpu .*stills +[1-9]", out, re.M), out
+
+
 def test_cluster_simulation_measures_the_drivers_work_per_poll():
     out = script("cluster_simulation.py", "--camera-count", "20", "--cores-per-host", "4", "--polls", "2")
     assert re.search(r"^20 cameras at 1080p", out, re.M) and "one poll" in out and "a host lost" in out, out

@@ -119,16 +119,30 @@ function nearestRecord(records, t, half) {
 }
 
 const KEEP_LOG = 5000, KEEP_LATENCY = 600;
+// A picture between two analysed frames (a camera analysed at `max_fps`, a gated one) has
+// no record of its own: the last analysed frame's boxes stay on it while it is at most 1.5
+// analysis intervals old (its media time says so, never the wall clock), counted `held`.
+const MAX_HOLD_S = 1.0;
+
+// The newest record at or before media time `t`, at most `hold` seconds before it (null: none).
+function heldRecord(records, t, hold) {
+  for (let i = records.length - 1; i >= 0; i--) {
+    if (records[i].t <= t) return t - records[i].t <= hold ? records[i] : null;
+  }
+  return null;
+}
 
 // An overlay over a live `video`: records added as they come (`add`), each presented picture
 // drawn with its own (`start`). Its counters: pictures `presented` (the callbacks; `missed`:
-// pictures presented between two of them), `withBoxes`, `withoutBoxes`, `latency` (capture to
+// pictures presented between two of them), `withBoxes` (their own record), `held` (the last
+// analysed frame's, MAX_HOLD_S), `withoutBoxes`, `latency` (capture to
 // presentation, seconds, the newest KEEP_LATENCY); `log`: [media time, seq drawn or null].
 function makeOverlay(video, canvas) {
   const o = {records: [], space: null, step: 0.1, running: 0, presented: 0, missed: 0, withBoxes: 0,
-             withoutBoxes: 0, latency: [], log: [], last: -1};
+             withoutBoxes: 0, held: 0, hold: 0, latency: [], log: [], last: -1};
   o.add = (record) => {
     const r = o.records;
+    if (r.length && record.t > r[r.length - 1].t) o.hold = Math.min(MAX_HOLD_S, 1.5 * (record.t - r[r.length - 1].t));
     if (r.length && record.t < r[r.length - 1].t) { r.splice(r.findIndex((x) => x.t > record.t), 0, record); }
     else r.push(record);
     const behind = video.currentTime - 5;  // kept a few seconds behind the picture shown, a bounded number
@@ -156,8 +170,9 @@ function presented(o, video, canvas, meta) {
   o.last = meta.presentedFrames;
   o.presented++;
   const record = nearestRecord(o.records, meta.mediaTime, o.step / 2);
-  drawRecord(canvas, video, record, o.space);
-  if (record) o.withBoxes++; else o.withoutBoxes++;
+  const held = record ? null : heldRecord(o.records, meta.mediaTime, o.hold);
+  drawRecord(canvas, video, record || held, o.space);
+  if (record) o.withBoxes++; else if (held) o.held++; else o.withoutBoxes++;
   o.log.push([meta.mediaTime, record ? record.seq : null]);
   if (o.log.length > KEEP_LOG) o.log.splice(0, o.log.length - KEEP_LOG);
   if (record && record.captured) {  // when the picture was read (wall clock, epoch seconds)
@@ -171,6 +186,7 @@ function overlayStats(o) {
   const sorted = [...o.latency].sort((a, b) => a - b), at = (q) => sorted[Math.min(sorted.length - 1,
                                                                                    Math.floor(q * sorted.length))];
   return {presented: o.presented, missed: o.missed, withBoxes: o.withBoxes, withoutBoxes: o.withoutBoxes,
-          boxed: o.presented ? o.withBoxes / o.presented : null,
+          held: o.held, boxed: o.presented ? o.withBoxes / o.presented : null,
+          heldShare: o.presented ? o.held / o.presented : null,
           median: sorted.length ? at(0.5) : null, p95: sorted.length ? at(0.95) : null};
 }
