@@ -481,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return INTERRUPTED
-    except BrokenPipeError:
+    except StdoutGone:
         return _stdout_gone(FAILED if args.command == "run" else DONE)
     except OutputError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -494,9 +494,14 @@ class OutputError(Exception):
     """Writing a command's output to stdout failed (a full disk, a terminal gone): one line."""
 
 
+class StdoutGone(BrokenPipeError):
+    """stdout's reader left (`pipeline query ... | head`); a broken pipe elsewhere (a
+    socket, a subprocess) is the command's own failure, never taken for this."""
+
+
 class Output:
     """stdout as a command writes to it, its errors told from the command's own: a reader
-    gone stays BrokenPipeError, any other is `OutputError`. The rest is stdout's."""
+    gone is `StdoutGone`, any other is `OutputError`. The rest is stdout's."""
 
     def __init__(self, stream) -> None:
         self.stream = stream
@@ -511,8 +516,8 @@ class Output:
     def _guarded(call, *args):
         try:
             return call(*args)
-        except BrokenPipeError:
-            raise
+        except BrokenPipeError as e:
+            raise StdoutGone(*e.args) from None
         except OSError as e:
             raise OutputError(f"cannot write to stdout: {e.strerror or e}") from None
 

@@ -425,11 +425,6 @@ class ClipRecorder:
         self.clip.write_until(held, until)
 
     @property
-    def open_file(self) -> str | None:
-        """The clip being written (retention must leave it)."""
-        return self.clip.path if self.clip.is_open else None
-
-    @property
     def open_files(self) -> list[str]:
         """Every clip still being written: the one taking events and those past `max_s`."""
         return [c.path for c, _ in self.tails.clips] + ([self.clip.path] if self.clip.is_open else [])

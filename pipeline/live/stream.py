@@ -24,10 +24,8 @@ import av
 from pipeline.live.fmp4 import TICKS
 from pipeline.live.link import Beside, Ends, LiveLink
 from pipeline.live.subscriber import Subscriber
-from pipeline.live.viewers import Packet, Viewers
+from pipeline.live.viewers import MAX_GOP_BYTES, MAX_GOP_PACKETS, Packet, Viewers
 
-MAX_GOP_PACKETS = 900  # a GOP longer than this gives new viewers no start until the next keyframe
-MAX_GOP_BYTES = 32 << 20
 NOT_YET = "no video from the camera yet"
 
 

@@ -13,6 +13,8 @@ from pipeline.live.link import LiveLink
 from pipeline.live.subscriber import Subscriber
 
 Packet = tuple[bytes, int, int, bool]  # data, pts, dts (live ticks), keyframe
+MAX_GOP_PACKETS = 900  # a GOP longer than this gives new viewers no start until the next keyframe
+MAX_GOP_BYTES = 32 << 20
 
 
 class Viewers:
@@ -20,7 +22,8 @@ class Viewers:
         self.subs: list[Subscriber] = []
         self.muxer: Fmp4Muxer | None = None
         self.muxed: LiveLink | None = None  # whose parameters the muxer's init holds
-        self.fragments: list[Fragment] = []  # the muxer's newest GOP
+        self.fragments: list[Fragment] = []  # the muxer's newest GOP (bounded as the stream's packets are)
+        self._kept_bytes = 0
         self.dropped = 0  # packets the muxer refused
 
     def send(self, message: str) -> None:
@@ -58,11 +61,20 @@ class Viewers:
             self.dropped += 1
             return
         for f in fragments:
-            if f.keyframe:
-                self.fragments = []
-            self.fragments.append(f)
+            self._keep(f)
             for sub in self.subs:
                 sub.fragment(f.data, f.keyframe)
+
+    def _keep(self, f: Fragment) -> None:
+        """The newest GOP's fragments, for a viewer who joins; past the bound none until the
+        next keyframe (a camera whose keyframes are lost or minutes apart)."""
+        if f.keyframe:
+            self.fragments, self._kept_bytes = [], 0
+        elif not self.fragments or len(self.fragments) >= MAX_GOP_PACKETS or self._kept_bytes > MAX_GOP_BYTES:
+            self.fragments, self._kept_bytes = [], 0
+            return
+        self.fragments.append(f)
+        self._kept_bytes += len(f.data)
 
     def leave(self, sub: Subscriber) -> None:
         if sub in self.subs:

@@ -250,10 +250,10 @@ class RefusedFiles:
 
     def __init__(self, root: str):
         self.root = root
-        self._sound: dict[tuple[str, str, str], bool] = {}  # (camera, kind, repr of the path) -> may be named
+        self._sound: dict[tuple[str, str, object], bool] = {}  # (camera, kind, path) -> may be named
 
     def _named(self, cam: str, kind: str, path: object, problem: Callable[[str, object, str], str | None]) -> bool:
-        key = (cam, kind, repr(path))
+        key = (cam, kind, path if isinstance(path, str) else repr(path))  # a JSON value: str, or any other
         if key not in self._sound:
             why = problem(self.root, path, cam)
             if why is not None:

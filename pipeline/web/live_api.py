@@ -14,22 +14,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from typing import Callable
 
 from aiohttp import WSMsgType, web
 
-from pipeline.live.stream import LiveStream
+from pipeline.live.hub import STREAMS
+from pipeline.live.stream import LiveStream, text
 from pipeline.live.subscriber import CONTROL, RECORD, Subscriber
 from pipeline.web.auth import authorised
 
-STREAMS = ("sub", "main")
 HEARTBEAT_S = 20.0  # a viewer that vanished without closing is found and let go
 HubOf = Callable[[str, str], LiveStream | None]
 
 
 def unavailable(why: str) -> str:
-    return json.dumps({"type": "unavailable", "why": why})
+    return text({"type": "unavailable", "why": why})
 
 
 async def _send(ws: web.WebSocketResponse, sub: Subscriber) -> bool:

@@ -64,7 +64,7 @@ def test_a_clip_being_written_plays_up_to_its_last_whole_fragment_at_every_momen
             out.mux(packet)
         if i == 40:
             clip = rec.event("e", i / FPS).path
-        if clip and rec.open_file == clip:
+        if clip and clip in rec.open_files:
             served = tmp_path / "served.mp4"
             with open(clip, "rb") as f:
                 served.write_bytes(f.read(playable_end(clip)))
@@ -95,10 +95,10 @@ def test_the_clip_being_written_is_open_until_it_is_finished(tmp_path):
             out.mux(packet)
         if i == 12:
             clip = rec.event("e").path
-            assert rec.open_file == clip
+            assert rec.open_files == [clip]
     rec.close()
     out.close()
-    assert clip and rec.open_file is None
+    assert clip and not rec.open_files
 
 
 def grey_frames(sizes: list[tuple[int, int]], per_size: int):

@@ -44,7 +44,7 @@ def test_a_clip_still_being_written_plays_on_the_page_up_to_now_or_says_it_is_st
                 clip = rec.event("20261201T120003.000Z_30", 3.0).path
             if i == 50:
                 break
-        assert rec.open_file == clip  # still being written: post_s lasts a minute
+        assert rec.open_files == [clip]  # still being written: post_s lasts a minute
         header = out / "events" / "campus" / "20261201T120005.000Z_50.mp4"  # a clip in its first moment
         with open(clip, "rb") as f:
             first_boxes = f.read(4096)
