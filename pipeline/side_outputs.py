@@ -95,7 +95,7 @@ class SideOutputs:
             self.index, cameras=pipeline.cameras_written, on_removed=self.store.forget if self.store else None)
         self.web: WebServer | None = None
         if out.web is not None and self.preview is not None and self.live is not None:
-            live, token = self.live, out.web.token
+            live = self.live
             control = CameraControl(pipeline, pipeline.config) if out.web.control else None
             recordings = RecordingFiles(out.dir, lambda: record_names(pipeline), out.jsonl.filename,
                                         out.record.export_max_s)
@@ -106,7 +106,7 @@ class SideOutputs:
                                  recordings=recordings, annotated=annotates(pipeline.config), store=store,
                                  names=ConfigNames(pipeline.config, lambda: [s.spec for s in pipeline.stages
                                                                             if isinstance(s, AnalyticsStage)]),
-                                 routes=lambda app: add_routes(app, live.find, token), video=live.viewers)
+                                 routes=lambda app: add_routes(app, live.find), video=live.viewers)
 
     def start(self) -> None:
         for part in (self.store, self.events, self.home, self.evidence, self.retention, self.web):

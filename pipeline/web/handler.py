@@ -76,8 +76,7 @@ GET: dict[str, Route] = {"/api/cameras": cameras, "/api/events": recent_events, 
                          export_api.PATH: export_api.serve, "/metrics": metrics,
                          **dict.fromkeys(pages.FILES, pages.serve)}
 GET_UNDER: dict[str, Route] = {"/api/motion/": tuning.serve, "/evidence/": evidence.serve,
-                               store_api.PREFIX: store_api.serve, "/recordings/": recordings.serve_file,
-                               "/api/recordings/": recordings.serve_segments}
+                               "/recordings/": recordings.serve_file, "/api/recordings/": recordings.serve_segments}
 
 
 def add_routes(app: web.Application) -> None:
@@ -85,6 +84,7 @@ def add_routes(app: web.Application) -> None:
         app.router.add_get(path, answering(route), allow_head=False)
     for prefix, route in GET_UNDER.items():
         app.router.add_get(prefix + "{rest:.*}", answering(route, prefix), allow_head=False)
+    app.router.add_get(store_api.PREFIX + "{rest:.*}", store_queries(store_api.Places()), allow_head=False)
     app.router.add_get("/frame/{rest:.*}", still, allow_head=False)
     app.router.add_get("/stream/{rest:.*}", stream, allow_head=False)
     app.router.add_post(reload_api.PATH, answering(reload_api.post))
@@ -120,6 +120,19 @@ def ask_of(request: web.Request, prefix: str = "", body: bytes = b"") -> Ask:
 def answering(route: Route, prefix: str = "") -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     async def answer(request: web.Request) -> web.StreamResponse:
         reply = await request.app[SERVER].run(route, ask_of(request, prefix))
+        return await respond(request, reply)
+    return answer
+
+
+def store_queries(places: store_api.Places) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """The store's queries: each waits for a place on the loop, then runs in the pool."""
+    async def answer(request: web.Request) -> web.StreamResponse:
+        if not await places.take():
+            return await respond(request, store_api.busy())
+        try:
+            reply = await request.app[SERVER].run(store_api.serve, ask_of(request, store_api.PREFIX))
+        finally:
+            places.give()
         return await respond(request, reply)
     return answer
 

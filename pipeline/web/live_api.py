@@ -21,7 +21,6 @@ from aiohttp import WSMsgType, web
 from pipeline.live.hub import STREAMS
 from pipeline.live.stream import LiveStream, text
 from pipeline.live.subscriber import CONTROL, RECORD, Subscriber
-from pipeline.web.auth import authorised
 
 HEARTBEAT_S = 20.0  # a viewer that vanished without closing is found and let go
 HubOf = Callable[[str, str], LiveStream | None]
@@ -74,13 +73,12 @@ async def _serve(ws: web.WebSocketResponse, stream: LiveStream) -> None:
         stream.unsubscribe(sub)
 
 
-def add_routes(app: web.Application, hub_of: HubOf, token: str | None = None) -> None:
+def add_routes(app: web.Application, hub_of: HubOf) -> None:
     """`hub_of(camera, stream)`: the camera's live stream ("sub" or "main"; None: it has
-    none); `token`: the one every request needs (None: no token)."""
+    none). The server's admission (`web.admission`) checked the upgrade's token, as every
+    request's, before the route."""
 
     async def live(request: web.Request) -> web.StreamResponse:
-        if not authorised(token, request.headers, request.query.get("token", "")):
-            raise web.HTTPUnauthorized(text="a token is needed")
         kind = request.query.get("stream", "sub")
         if kind not in STREAMS:
             raise web.HTTPBadRequest(text=f"stream must be one of {', '.join(STREAMS)}")

@@ -8,12 +8,14 @@ line; a run without a store (`outputs.store: false`) answers 404.
 A query past the store's limits for one (rows, time: `store.queries`) is a 400 naming the
 limit. `AT_ONCE` queries are answered together; more wait up to `WAIT_S` for one to end,
 then are a 503: however many clients ask, the store's readers hold at most `AT_ONCE`
-answers in memory and `AT_ONCE` cores, and the cameras keep the rest.
+answers in memory and `AT_ONCE` cores, and the cameras keep the rest. A query waits on the
+server's loop (`Places`), not in its thread pool: waiting ones hold no thread the page's other
+answers need.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
-import threading
 
 from pipeline.redact import redact, redact_data
 from pipeline.store.filters import ACCEPTED, BadParameter, parse
@@ -26,7 +28,29 @@ log = logging.getLogger("pipeline.web")
 PREFIX = "/api/store/"
 AT_ONCE = 2
 WAIT_S = 10.0  # at most a query's time limit: a waiting request gets the place of one that ran out
-_running = threading.BoundedSemaphore(AT_ONCE)
+
+
+class Places:
+    """The `AT_ONCE` places of one server's store queries, taken on its loop."""
+
+    def __init__(self) -> None:
+        self._free = asyncio.Semaphore(AT_ONCE)
+
+    async def take(self) -> bool:
+        """A place within `WAIT_S` (False: none came free; give it back with `give`)."""
+        try:
+            await asyncio.wait_for(self._free.acquire(), WAIT_S)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    def give(self) -> None:
+        self._free.release()
+
+
+def busy() -> Reply:
+    return _error(503, f"the store is answering {AT_ONCE} queries already, its limit at once: "
+                       "try again in a few seconds", {"Retry-After": "5"})
 
 
 def _error(status: int, line: str, headers: dict[str, str] | None = None) -> Reply:
@@ -34,15 +58,12 @@ def _error(status: int, line: str, headers: dict[str, str] | None = None) -> Rep
 
 
 def serve(ask: Ask) -> Reply:
-    """`GET /api/store/<kind>?...` (`ask.path`: the kind)."""
+    """`GET /api/store/<kind>?...` (`ask.path`: the kind), run in a place of `Places`."""
     kind, store = ask.path, ask.app.store
     if kind not in ACCEPTED:
         return _error(404, f"no such query: /api/store/{{{','.join(ACCEPTED)}}}")
     if store is None:
         return _error(404, "this run keeps no store (outputs.store is off)")
-    if not _running.acquire(timeout=WAIT_S):
-        return _error(503, f"the store is answering {AT_ONCE} queries already, its limit at once: "
-                           "try again in a few seconds", {"Retry-After": "5"})
     try:
         filters = parse(kind, ask.query)
         store.check_known(filters, ask.app.known())
@@ -52,5 +73,3 @@ def serve(ask: Ask) -> Reply:
     except StoreError as e:
         log.warning("the store could not answer: %s", e.problems[0] if e.problems else e)
         return _error(503, e.problems[0] if e.problems else str(e))
-    finally:
-        _running.release()

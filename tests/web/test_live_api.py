@@ -1,7 +1,7 @@
 """The live video socket on a real aiohttp server on 127.0.0.1, fed by a real connection
 reading a B-frame clip: the init message, the init segment and fragments that decode to
 the camera's pictures, each frame's record at its picture's media time, `gap` at a
-restart, `unavailable` for a camera with no packets, and the token."""
+restart, `unavailable` for a camera with no packets, and the token on the page's server."""
 from __future__ import annotations
 
 import asyncio
@@ -12,9 +12,13 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from pipeline.config.outputs import WebConfig
 from pipeline.frames import Frame
 from pipeline.live.hub import LiveHub
+from pipeline.metrics.snapshot import Snapshot
+from pipeline.sinks.preview import Preview
 from pipeline.web.live_api import add_routes
+from pipeline.web.server import WebServer
 from live_clips import numbered_clip, pictures, play
 
 TOKEN = "s3cret"
@@ -27,7 +31,7 @@ def clip(tmp_path_factory) -> str:
 
 async def serving(hub: LiveHub) -> tuple[web.AppRunner, str]:
     app = web.Application()
-    add_routes(app, hub.find, TOKEN)
+    add_routes(app, hub.find)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -68,7 +72,7 @@ def test_a_viewer_gets_the_stream_and_each_frames_record_at_its_media_time(clip)
         loop = asyncio.get_running_loop()
         try:
             async with aiohttp.ClientSession() as session, \
-                    session.ws_connect(f"{url}/api/live/cam?stream=sub&token={TOKEN}") as ws:
+                    session.ws_connect(f"{url}/api/live/cam?stream=sub") as ws:
                 first = await receive(ws, lambda got: len(got) >= 3)
                 t = shown[10][1]
                 record = {"camera": "cam", "seq": 10, "detections": [{"box": [1, 2, 3, 4], "track": 7}]}
@@ -100,7 +104,7 @@ def test_a_camera_with_no_packets_yet_is_unavailable_and_an_unknown_one_too():
         runner, url = await serving(hub)
         try:
             out = []
-            async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"}) as session:
+            async with aiohttp.ClientSession() as session:
                 for camera in ("idle", "nobody"):
                     async with session.ws_connect(f"{url}/api/live/{camera}") as ws:
                         out.append(await receive(ws, lambda got: len(got) >= 2))
@@ -114,23 +118,30 @@ def test_a_camera_with_no_packets_yet_is_unavailable_and_an_unknown_one_too():
     assert idle[1][0] == unknown[1][0] == "closed"
 
 
-def test_the_socket_needs_the_token(clip):
+def test_the_socket_needs_the_token_on_the_pages_server(clip):
+    """The live route on the page's server (`routes=`): its upgrade is a request like any
+    other, the server's admission asks it for the token."""
     hub = LiveHub()
     play(hub.stream("cam", "sub"), clip, until=3)
+    preview = Preview()
+    server = WebServer(WebConfig(port=0, token=TOKEN), Snapshot, preview, cameras=lambda: ["cam"],
+                       routes=lambda app: add_routes(app, hub.find))
+    server.start()
+    url = f"http://127.0.0.1:{server.port}"
 
     async def scenario():
-        runner, url = await serving(hub)
-        try:
-            async with aiohttp.ClientSession() as session:
-                statuses = []
-                for suffix in ("", "?token=wrong"):
-                    with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
-                        await session.ws_connect(f"{url}/api/live/cam{suffix}")
-                    statuses.append(refused.value.status)
-                async with session.ws_connect(f"{url}/api/live/cam", headers={"Cookie": f"pipeline_token={TOKEN}"}) as ws:
-                    statuses.append((await receive(ws, lambda got: len(got) >= 1))[0][1]["type"])
-                return statuses
-        finally:
-            await runner.cleanup()
+        async with aiohttp.ClientSession() as session:
+            statuses = []
+            for suffix in ("", "?token=wrong"):
+                with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                    await session.ws_connect(f"{url}/api/live/cam{suffix}")
+                statuses.append(refused.value.status)
+            async with session.ws_connect(f"{url}/api/live/cam", headers={"Cookie": f"pipeline_token={TOKEN}"}) as ws:
+                statuses.append((await receive(ws, lambda got: len(got) >= 1))[0][1]["type"])
+            return statuses
 
-    assert asyncio.run(scenario()) == [401, 401, "init"]
+    try:
+        assert asyncio.run(scenario()) == [401, 401, "init"]
+    finally:
+        server.close()
+        preview.close()
