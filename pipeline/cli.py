@@ -395,6 +395,9 @@ def _add_bench(sub) -> None:
                             "the --density clip (a file or a made clip, e.g. 360p-idle beside 1080p-idle)")
     bench.add_argument("--fps", type=int, help="with --density: the made clip's frame rate (default 15)")
     bench.add_argument("--runs", type=int, default=1, help="with --density: rounds, each figure their median")
+    bench.add_argument("--scenario", choices=("both", "spread", "in-step"), default="both",
+                       help="with --density: the cameras' clips started at spread points (their activity not at once), "
+                            "in step (everyone's active stretch at once: the worst case), or both (default)")
     bench.set_defaults(func=cmd_bench)
 
 

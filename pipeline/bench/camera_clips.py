@@ -15,9 +15,13 @@ same clip never see half of it.
     360p            640x360, the sub-stream of `1080p` (same frames, times and GOP)
     1080p-idle      10 s still, 10 s of activity, 10 s still
     360p-idle       640x360, the sub-stream of `1080p-idle`
+
+`started_at(path, s)` is a clip started from its keyframe at or after `s` seconds, what came
+before moved to its end (by copy): cameras playing one clip so are not in step.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from dataclasses import dataclass
@@ -132,6 +136,54 @@ def sub_stream(main: str | os.PathLike, path: str | os.PathLike, size: tuple[int
 
 
 NAMES = ("1080p", "1080p-bframes", "360p", "1080p-idle", "360p-idle")
+
+
+def started_at(path: str | os.PathLike, start_s: float) -> str:
+    """The clip from its first keyframe at or after `start_s` (none: its start) to its end,
+    then its start up to that keyframe, timestamps rising throughout: the same packets copied
+    (never re-encoded), so a sub-stream and its main stream with keyframes on the same frames
+    stay matched. Made once into the cache (keyed by the clip's path, size, time and that
+    keyframe), like `clip`."""
+    src = Path(path).resolve()
+    with av.open(str(src)) as c:
+        video = c.streams.video[0]
+        held = [(p, bytes(p)) for p in c.demux(video) if p.size and p.pts is not None and p.dts is not None]
+        tb = video.time_base
+    if not held:
+        raise ValueError(f"{src}: no video packets")
+    cut = next((i for i, (p, _) in enumerate(held) if p.is_keyframe and p.pts * tb >= start_s - 1e-9), 0)
+    if cut == 0:
+        return str(src)
+    st = src.stat()
+    key = hashlib.sha1(f"{src}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:10]
+    out = cache_dir() / "started" / f"{src.stem}-{key}-at{float(held[cut][0].pts * tb):g}s.mp4"
+    if out.exists():
+        return str(out)
+    step = held[1][0].dts - held[0][0].dts if len(held) > 1 else 1
+    end = max(p.pts for p, _ in held) + (held[-1][0].duration or step)
+    moved = [(p, data, -held[cut][0].dts) for p, data in held[cut:]] + \
+            [(p, data, end - held[cut][0].dts) for p, data in held[:cut]]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.stem}.", suffix=".mp4", dir=out.parent)
+    os.close(fd)
+    try:
+        with av.open(str(src)) as c, av.open(tmp, "w") as o:
+            stream = o.add_stream_from_template(c.streams.video[0])
+            last = None
+            for p, data, shift in moved:
+                q = av.Packet(data)
+                q.pts, q.dts, q.time_base, q.stream = p.pts + shift, p.dts + shift, tb, stream
+                q.is_keyframe = p.is_keyframe
+                if last is not None and q.dts <= last:
+                    raise ValueError(f"{src}: its decode times would not rise started at {start_s:g} s")
+                last = q.dts
+                o.mux(q)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return str(out)
 
 
 def clip(name: str, fps: int = 15) -> str:

@@ -12,9 +12,14 @@ output failed and the JSON lines hold a row for every frame processed. The searc
 the camera count up (1, 2, 4, ...) until a level is not held, then bisects between the
 last level held and it.
 
+Two scenarios, both reported: *in step*, every camera plays the clip from its start, so
+their active stretches coincide (the worst case), and *spread*, camera i plays it started at
+a keyframe spread over its length (`camera_clips.started_at`, golden-ratio steps), so their
+activity does not coincide (the common case of cameras that see different places).
+
 The search runs for the config as given and, beside it in turns, for the same graph and
 models with today's default outputs (the annotated video at the camera's size and rate,
-JSON lines): `runs` rounds, each figure's median reported with every round's.
+JSON lines): per scenario, `runs` rounds, each figure's median reported with every round's.
 """
 from __future__ import annotations
 
@@ -29,8 +34,10 @@ import time
 from dataclasses import replace
 from typing import Callable
 
+import av
 import numpy as np
 
+from pipeline.bench.camera_clips import started_at
 from pipeline.config import Config, OutputsConfig, QueueConfig
 
 log = logging.getLogger("pipeline.bench")
@@ -41,14 +48,32 @@ MAX_P99_MS = 1000.0
 GOLDEN = 0.618033988749895
 
 
-def with_density_cameras(config: Config, clip: str, n: int, fps: float, detect_clip: str | None = None) -> Config:
+SCENARIOS = ("spread", "in step")
+
+
+def spread_start(clip: str, i: int) -> float:
+    """Where camera i starts the clip in the spread scenario: golden-ratio steps over its
+    length, so any number of cameras is spread evenly."""
+    with av.open(clip) as c:
+        stream = c.streams.video[0]
+        length = float(stream.duration * stream.time_base) if stream.duration else float(c.duration or 0) / 1e6
+    return (i * GOLDEN) % 1.0 * length
+
+
+def with_density_cameras(config: Config, clip: str, n: int, fps: float, detect_clip: str | None = None,
+                         spread: bool = False) -> Config:
     """`n` paced live cameras of `clip`, set up like the config's first source; with
-    `detect_clip`, each analyses that clip as its sub-stream (`detect_uri`) and records `clip`."""
+    `detect_clip`, each analyses that clip as its sub-stream (`detect_uri`) and records `clip`;
+    `spread`: camera i plays both started at its `spread_start`."""
     template = config.sources[0]
-    sources = [replace(template, id=f"cam{i}", uri=clip, detect_uri=detect_clip or template.detect_uri,
-                       live=True, realtime=True, loop=True,
-                       queue=QueueConfig(size=1, policy="drop_oldest"), phase_s=(i * GOLDEN) % 1.0 / fps)
-               for i in range(n)]
+    sources = []
+    for i in range(n):
+        uri, sub = clip, detect_clip or template.detect_uri
+        if spread:
+            start = spread_start(clip, i)
+            uri, sub = started_at(clip, start), (started_at(sub, start) if sub else None)
+        sources.append(replace(template, id=f"cam{i}", uri=uri, detect_uri=sub, live=True, realtime=True, loop=True,
+                               queue=QueueConfig(size=1, policy="drop_oldest"), phase_s=(i * GOLDEN) % 1.0 / fps))
     return replace(config, sources=sources)
 
 
@@ -90,14 +115,15 @@ def busy_s() -> float | None:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def run_level(config: Config, clip: str, n: int, fps: float, seconds: float, detect_clip: str | None = None) -> dict:
+def run_level(config: Config, clip: str, n: int, fps: float, seconds: float, detect_clip: str | None = None,
+              spread: bool = False) -> dict:
     """One level: `n` cameras for `seconds`, drained, judged on what came after its first
     `warm-up` seconds (sessions, threads and the cameras' first frames settling)."""
     from pipeline.graph import Pipeline
 
     folder = tempfile.mkdtemp(prefix="bench-density-")
     try:
-        cfg = with_density_cameras(config, clip, n, fps, detect_clip).with_output_dir(folder)
+        cfg = with_density_cameras(config, clip, n, fps, detect_clip, spread).with_output_dir(folder)
         p = Pipeline(cfg, timeline=True)
         warmup = min(WARMUP_S, seconds / 4)
         cpu0, busy0, early = os.times(), busy_s(), None
@@ -186,31 +212,37 @@ def search(level: Level, limit: int = 64) -> dict:
 
 
 def bench_density(config: Config, clip: str, fps: float, seconds: float, runs: int = 1, limit: int = 64,
-                  detect_clip: str | None = None) -> dict:
-    """The search for the config as given and with today's default outputs, in turns
-    (`detect_clip`: every camera's sub-stream, in both)."""
+                  detect_clip: str | None = None, scenarios: tuple[str, ...] = SCENARIOS) -> dict:
+    """Per scenario, the search for the config as given and with today's default outputs,
+    in turns (`detect_clip`: every camera's sub-stream, in both). Results are keyed
+    "<scenario>: <design>"."""
     designs = {"as configured": config, "default outputs": with_default_outputs(config)}
-    rounds: dict[str, list[dict]] = {name: [] for name in designs}
+    turns = {f"{scenario}: {name}": (scenario, cfg) for scenario in scenarios for name, cfg in designs.items()}
+    rounds: dict[str, list[dict]] = {key: [] for key in turns}
     for r in range(runs):
-        for name, cfg in designs.items():
-            log.info("density: round %d of %d, %s", r + 1, runs, name)
-            rounds[name].append(search(lambda n: run_level(cfg, clip, n, fps, seconds, detect_clip), limit))
-    held = {name: statistics.median(s["held"] for s in rs) for name, rs in rounds.items()}
-    base = held["default outputs"]
-    return {"clip": clip, "detect_clip": detect_clip, "fps": fps, "seconds": seconds, "runs": runs, "held": held,
-            "ratio": round(held["as configured"] / base, 2) if base else None, "rounds": rounds}
+        for key, (scenario, cfg) in turns.items():
+            log.info("density: round %d of %d, %s", r + 1, runs, key)
+            rounds[key].append(search(lambda n: run_level(cfg, clip, n, fps, seconds, detect_clip,
+                                                          scenario == "spread"), limit))
+    held = {key: statistics.median(s["held"] for s in rs) for key, rs in rounds.items()}
+    ratio = {scenario: round(held[f"{scenario}: as configured"] / held[f"{scenario}: default outputs"], 2)
+             if held[f"{scenario}: default outputs"] else None for scenario in scenarios}
+    return {"clip": clip, "detect_clip": detect_clip, "fps": fps, "seconds": seconds, "runs": runs,
+            "scenarios": list(scenarios), "held": held, "ratio": ratio, "rounds": rounds}
 
 
 def table(result: dict) -> str:
     sub = result.get("detect_clip")
-    lines = [f"{os.path.basename(result['clip'])}"
-             + (f" (analysing {os.path.basename(sub)})" if sub else "")
-             + f" at {result['fps']:g} fps, {result['seconds']:g} s per level, "
-             f"median of {result['runs']}: held {result['held']['as configured']:g} cameras as configured, "
-             f"{result['held']['default outputs']:g} with default outputs"
-             + (f" ({result['ratio']}x)" if result["ratio"] else ""), "",
-             "| design | round | cameras | held | dropped | p50 ms | p99 ms | CPU % | others' cores | why not |",
-             "|---|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+    head = (f"{os.path.basename(result['clip'])}" + (f" (analysing {os.path.basename(sub)})" if sub else "")
+            + f" at {result['fps']:g} fps, {result['seconds']:g} s per level, median of {result['runs']}, held:")
+    lines = [head]
+    for scenario in result["scenarios"]:
+        mine, base = result["held"][f"{scenario}: as configured"], result["held"][f"{scenario}: default outputs"]
+        ratio = result["ratio"][scenario]
+        lines.append(f"- {scenario}: {mine:g} cameras as configured, {base:g} with default outputs"
+                     + (f" ({ratio}x)" if ratio else ""))
+    lines += ["", "| scenario: design | round | cameras | held | dropped | p50 ms | p99 ms | CPU % | others' cores "
+                  "| why not |", "|---|---:|---:|---|---:|---:|---:|---:|---:|---|"]
     for name, rounds in result["rounds"].items():
         for i, s in enumerate(rounds):
             for lv in s["levels"]:

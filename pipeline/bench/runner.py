@@ -292,12 +292,14 @@ def density_main(args: argparse.Namespace) -> int:
 
     clip = made(args.density)
     sub = made(args.detect_clip) if args.detect_clip else None
+    scenarios = density.SCENARIOS if args.scenario == "both" else (args.scenario.replace("-", " "),)
     result = density.bench_density(load_config(args.config), clip, _rate(clip), args.live_seconds, args.runs,
-                                   detect_clip=sub)
+                                   detect_clip=sub, scenarios=scenarios)
     result["machine"] = {"cores": len(os.sched_getaffinity(0)), "cpu": cpu_name(), "onnxruntime": ort.__version__}
     result["command"] = (f"pipeline bench --config {args.config} --density {args.density}"
                          + (f" --detect-clip {args.detect_clip}" if args.detect_clip else "")
                          + (f" --fps {args.fps}" if args.fps else "") + f" --live-seconds {args.live_seconds:g}"
+                         + f" --scenario {args.scenario}"
                          + f" --runs {args.runs}")
     os.makedirs(args.out, exist_ok=True)
     text = density.table(result)

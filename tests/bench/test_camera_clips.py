@@ -92,3 +92,15 @@ def test_the_named_idle_sub_stream_is_made_from_the_named_idle_clip(tmp_path, mo
     assert len(frames(sub)) == len(frames(str(main))) == 5
     with av.open(sub) as c:
         assert (c.streams.video[0].width, c.streams.video[0].height) == (640, 360)
+
+
+def test_a_clip_started_at_a_time_plays_from_that_keyframe_then_its_start_by_copy(main_clip, tmp_path, monkeypatch):
+    monkeypatch.setenv("PIPELINE_CLIPS", str(tmp_path))
+    started = clips.started_at(main_clip, 1.5)  # the keyframe at or after 1.5 s: 2.0 s
+    got, main = frames(started), frames(main_clip)
+    assert [round(t, 3) for t, _, _ in got] == [round(i / 10, 3) for i in range(30)]  # times rise from 0
+    assert [i for i, f in enumerate(got) if f[1]] == [0, 10, 20]
+    assert all(np.array_equal(g[2], m[2]) for g, m in zip(got, main[20:] + main[:20]))  # the same pictures, moved
+    assert [bytes(p) for p in packets(started)] == [bytes(p) for p in packets(main_clip)[20:] + packets(main_clip)[:20]]
+    assert clips.started_at(main_clip, 1.2) == started  # the same keyframe: made once
+    assert clips.started_at(main_clip, 2.5) == main_clip  # past the last keyframe: the clip as it is

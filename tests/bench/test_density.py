@@ -2,6 +2,7 @@
 count is searched, and one tiny real round of both designs."""
 from __future__ import annotations
 
+import av
 import pytest
 
 from conftest import detector_model
@@ -60,13 +61,13 @@ def test_a_round_of_both_designs_runs_live_cameras_of_the_clip(tmp_path, sample_
     clip = clips.camera_clip(tmp_path / "clip.mp4", clips.Encoding(size=(320, 180), fps=5), seconds=1,
                              source=sample_path("bikes.mp4"))
     cfg = config(tmp_path, sample_path, model_path, {"video": {"enabled": False}})
-    result = density.bench_density(cfg, clip, 5, seconds=1.5, runs=1, limit=1)
-    assert set(result["held"]) == {"as configured", "default outputs"}
+    result = density.bench_density(cfg, clip, 5, seconds=1.5, runs=1, limit=1, scenarios=("in step",))
+    assert set(result["held"]) == {"in step: as configured", "in step: default outputs"}
     for rounds in result["rounds"].values():
         (level,) = rounds[0]["levels"]
         assert level["cameras"] == 1 and level["decoded"] >= 5 and level["processed"] > 0
         assert "JSON lines short" not in level["why"]
-    assert "| as configured | 1 | 1 |" in density.table(result)
+    assert "| in step: as configured | 1 | 1 |" in density.table(result)
 
 
 def test_with_a_detect_clip_every_camera_records_the_clip_and_analyses_the_sub_stream(tmp_path, sample_path,
@@ -75,3 +76,20 @@ def test_with_a_detect_clip_every_camera_records_the_clip_and_analyses_the_sub_s
     cams = density.with_density_cameras(cfg, "/clips/main.mp4", 3, 15.0, "/clips/sub.mp4").sources
     assert [(c.uri, c.detect_uri, c.live) for c in cams] == [("/clips/main.mp4", "/clips/sub.mp4", True)] * 3
     assert density.with_density_cameras(cfg, "/clips/main.mp4", 1, 15.0).sources[0].detect_uri is None
+
+
+def test_spread_cameras_start_the_clip_and_its_sub_stream_at_the_same_keyframe_spread_over_it(tmp_path, sample_path,
+                                                                                             model_path, monkeypatch):
+    monkeypatch.setenv("PIPELINE_CLIPS", str(tmp_path / "cache"))
+    small = clips.Encoding(size=(320, 180), fps=10, gop_s=1.0)
+    main = clips.camera_clip(tmp_path / "main.mp4", small, source=sample_path("vtest.mp4"), seconds=8)
+    sub = clips.sub_stream(main, tmp_path / "sub.mp4", (160, 90))
+    cams = density.with_density_cameras(config(tmp_path, sample_path, model_path), main, 4, 10.0, sub,
+                                        spread=True).sources
+    firsts = []
+    for cam in cams:
+        with av.open(cam.uri) as m, av.open(cam.detect_uri) as s:
+            one, other = next(m.decode(video=0)), next(s.decode(video=0))
+        firsts.append(one.to_ndarray(format="gray")[::2, ::2].astype(int))
+        assert abs(firsts[-1] - other.to_ndarray(format="gray").astype(int)).mean() < 8  # the same picture
+    assert len({f.tobytes() for f in firsts}) == 4  # four cameras, four starts: none in step
