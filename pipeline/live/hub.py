@@ -7,10 +7,13 @@ the picture itself (`Frame.live_time`), the main stream's from the frame's place
 the recording (`Frame.record_time`), the same packets the main stream's live stream
 copies. Nothing is built for a camera nobody watches.
 
-How far behind live the page plays (`delay_s`) follows the camera's measured analysis
-latency (capture to record, P95 over the last 10 s, `metrics.window`) plus the fragment
-that waits for its next packet, so a picture's boxes have arrived when it shows;
-a change of more than a quarter is sent to the viewers.
+How far behind live the page plays (`delay_s`, per stream) follows how late its records
+come: the camera's measured analysis latency (capture to record, P95 over the last 10 s,
+`metrics.window`) or, once records went to its viewers, how far behind the stream's live
+edge they came (P95 of the newest, `LiveStream.behind_p95`: a file's main stream is read
+ahead of the analysis), whichever is larger, plus the fragment that waits for its next
+packet, so a picture's boxes have arrived when it shows; a change of more than a quarter is
+sent to the stream's viewers.
 """
 from __future__ import annotations
 
@@ -44,12 +47,12 @@ def delay_for(latency_p95: float | None, fps: float) -> float:
 
 @dataclass
 class CameraLive:
-    """One camera's streams, the pixel size its boxes are in and the delay sent."""
+    """One camera's streams, the pixel size its boxes are in and the delay sent to each."""
 
     streams: dict[str, LiveStream] = field(default_factory=dict)
     boxes: list[int] | None = None
     fps: float = 0.0
-    delay_s: float = MIN_DELAY_S
+    delay_s: dict[str, float] = field(default_factory=dict)
     checked: float = 0.0
 
 
@@ -68,7 +71,7 @@ class LiveHub:
         with self._lock:
             cam = self._cameras.setdefault(camera, CameraLive())
             if kind not in cam.streams:
-                cam.streams[kind] = LiveStream(camera, kind, lambda: self._describe(camera))
+                cam.streams[kind] = LiveStream(camera, kind, lambda: self._describe(camera, kind))
             return cam.streams[kind]
 
     def find(self, camera: str, kind: str) -> LiveStream | None:
@@ -79,14 +82,15 @@ class LiveHub:
             return None
         return cam.streams.get(kind) or (cam.streams.get("sub") if kind == "main" else None)
 
-    def _describe(self, camera: str) -> dict:
+    def _describe(self, camera: str, kind: str) -> dict:
         cam = self._cameras[camera]
-        return {"boxes": cam.boxes, "delay_s": self._delay(camera, cam)}
+        return {"boxes": cam.boxes, "delay_s": self._delay(camera, cam, kind)}
 
-    def _delay(self, camera: str, cam: CameraLive) -> float:
-        cam.delay_s = delay_for(self.latency(camera), cam.fps)
+    def _delay(self, camera: str, cam: CameraLive, kind: str) -> float:
+        late = [v for v in (self.latency(camera), cam.streams[kind].behind_p95()) if v is not None]
+        cam.delay_s[kind] = delay_for(max(late, default=None), cam.fps)
         cam.checked = time.monotonic()
-        return cam.delay_s
+        return cam.delay_s[kind]
 
     def viewers(self) -> dict[str, int]:
         """The video sockets open on each watched camera (its streams together)."""
@@ -129,10 +133,10 @@ class LiveHub:
             if t is not None:
                 stream.record(t, message)
         if time.monotonic() - cam.checked >= RESEND_S:
-            sent = cam.delay_s
-            now = self._delay(frame.camera, cam)
-            if abs(now - sent) > max(0.1, sent / 4):
-                for stream in list(cam.streams.values()):
+            for kind, stream in list(cam.streams.items()):
+                sent = cam.delay_s.get(kind, MIN_DELAY_S)
+                now = self._delay(frame.camera, cam, kind)
+                if stream.watched and abs(now - sent) > max(0.1, sent / 4):
                     stream.control({"type": "delay", "delay_s": now})
 
 

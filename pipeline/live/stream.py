@@ -33,6 +33,9 @@ def text(message: dict) -> str:
     return json.dumps(message, separators=(",", ":"))
 
 
+BEHIND_KEPT = 150  # records whose distance behind the live edge is kept (10 s at 15 fps)
+
+
 class LiveStream:
     """`describe()` gives the hub's part of the init message (`boxes`, `delay_s`)."""
 
@@ -43,13 +46,14 @@ class LiveStream:
         self.why: str | None = None  # why it cannot be streamed (its codec, a muxer that failed)
         self.dropped = 0  # packets left out: no timestamps, or a decode time that does not rise
         self.ends = Ends()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # the init message, made under it, reads `behind_p95`
         self._viewers = Viewers()
         self._link: LiveLink | None = None  # the newest connection
         self._links: deque[LiveLink] = deque(maxlen=4)  # the recent ones (a record's time is on one of them)
         self._gop: list[Packet] = []
         self._gop_link: LiveLink | None = None
         self._gop_bytes = 0
+        self._behind: deque[float] = deque(maxlen=BEHIND_KEPT)  # seconds each record came behind the live edge
 
     # -- the camera's side ---------------------------------------------------------------
     def connect(self, video, rate: Fraction, beside: Beside | None = None) -> LiveLink:
@@ -176,10 +180,20 @@ class LiveStream:
         with self._lock:
             self._viewers.send(text(message))
 
+    def behind_p95(self) -> float | None:
+        """How far behind the stream's live edge its records came (seconds, P95 of the newest;
+        None: none yet): a main stream read ahead of the analysis (a file's, `LEAD_S`) gets its
+        records later than its sub-stream, and is played that much further behind."""
+        with self._lock:
+            kept = sorted(self._behind)
+        return kept[min(len(kept) - 1, int(0.95 * len(kept)))] if kept else None
+
     def record(self, t: float, record: dict) -> None:
         """A frame's record, at its picture's media time `t`, to every viewer."""
         line = text({"type": "frame", "t": t, **record})
         with self._lock:
+            if self.ends.end_pts is not None:
+                self._behind.append(max(0.0, self.ends.end_pts / TICKS - t))
             subs = list(self._viewers.subs)
         for sub in subs:
             sub.record(line)

@@ -37,8 +37,12 @@ function fitCanvas(canvas, video) {
   if (!area) return null;
   const w = Math.round(area.width * dpr), h = Math.round(area.height * dpr);
   if (canvas.width !== w || canvas.height !== h) { canvas.width = w; canvas.height = h; }
-  Object.assign(canvas.style, {position: "absolute", left: area.left + "px", top: area.top + "px",
-                               width: area.width + "px", height: area.height + "px"});
+  const place = `${area.left},${area.top},${area.width},${area.height}`;
+  if (canvas.dataset.place !== place) {  // set only when moved: a style set restyles the page, per picture
+    canvas.dataset.place = place;
+    Object.assign(canvas.style, {position: "absolute", left: area.left + "px", top: area.top + "px",
+                                 width: area.width + "px", height: area.height + "px"});
+  }
   const g = canvas.getContext("2d");
   g.setTransform(1, 0, 0, 1, 0, 0);
   g.clearRect(0, 0, w, h);
@@ -85,12 +89,17 @@ function placeLabel([x1, y1, , y2], w, h, area, taken) {
   return [x, y, x + w, y + h];
 }
 
-// `record` drawn over `video` on `canvas`, its boxes in `space` ([w, h]: the pixels they are
-// in; none: the video's own); `track`: one drawn thicker. The number of boxes drawn.
+// `record` drawn over `video` on `canvas`, its boxes in the pixels the record names (a live
+// record's `boxes`: a sub-stream's boxes are in its main stream's pixels), else in `space`
+// ([w, h]), else the video's own; `track`: one drawn thicker. The number of boxes drawn.
 function drawRecord(canvas, video, record, space, track) {
+  const blank = !record || !((record.detections || []).length || named(record.zones).length ||
+                             named(record.lines).length);
+  if (blank && canvas.dataset.blank === "1") return 0;  // still blank: untouched, nothing for the page to repaint
   const area = fitCanvas(canvas, video);
+  if (canvas.dataset.blank !== (blank ? "1" : "")) canvas.dataset.blank = blank ? "1" : "";
   if (!area || !record) return 0;
-  const [bw, bh] = space || record.pixels || [video.videoWidth, video.videoHeight];
+  const [bw, bh] = record.boxes || space || record.pixels || [video.videoWidth, video.videoHeight];
   const sx = area.width / bw, sy = area.height / bh, g = canvas.getContext("2d"), taken = [];
   drawAnalytics(g, record, sx, sy);
   g.font = "12px system-ui, sans-serif";

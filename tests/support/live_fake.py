@@ -90,15 +90,18 @@ class FakeLive:
     fps: float
     mode: str = "video"
     close_after: int | None = None
+    box_scale: int = 1  # the records' boxes in pixels this many times the video's (a sub-stream's, in its main stream's)
     sockets: int = 0
     sent: int = 0
     still: bytes = field(default=b"")
 
     def record(self, i: int) -> dict:
         box = self.truth[i]
-        detections = [] if box is None else [{"box": list(box), "score": 0.9, "class_id": 0, "class": "person",
-                                              "predicted": False, "track": 1}]
-        return {"type": "frame", "t": self.frags[i].t, "seq": i, "time": None, "detections": detections}
+        k = self.box_scale
+        detections = [] if box is None else [{"box": [v * k for v in box], "score": 0.9, "class_id": 0,
+                                              "class": "person", "predicted": False, "track": 1}]
+        return {"type": "frame", "t": self.frags[i].t, "seq": i, "time": None, "detections": detections,
+                "boxes": [self.size[0] * k, self.size[1] * k]}
 
 
 def cameras(camera: str) -> dict:

@@ -39,7 +39,9 @@ def fake_server(clip, **kw):
 
 
 def test_each_presented_picture_is_drawn_with_its_own_frames_box_and_a_closed_socket_resumes(clip):
-    fake, base, stop = fake_server(clip, close_after=25)  # the first socket closes mid-clip
+    """The records' boxes are in three times the video's pixels, as a sub-stream's are in its
+    main stream's, which each record names (the socket's init names the video's own)."""
+    fake, base, stop = fake_server(clip, close_after=25, box_scale=3)  # the first socket closes mid-clip
     d = browser()
     try:
         d.get(base + "/")
