@@ -50,8 +50,11 @@ def free_port() -> int:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process so far (`/proc/<pid>/stat`)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    """User + system CPU seconds of a process so far (`/proc/<pid>/stat`; one gone: 0)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -59,6 +62,18 @@ def dropped(port: int) -> int:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/cameras", timeout=10) as r:
         cameras = json.loads(r.read())["cameras"]
     return sum(sum(c.get("dropped", {}).values()) for c in cameras.values())
+
+
+def wait_up(port: int, proc: subprocess.Popen) -> None:
+    """Until the pipeline's page answers (its run ended first: exit naming its code)."""
+    while True:
+        try:
+            dropped(port)
+            return
+        except OSError:
+            if proc.poll() is not None:
+                sys.exit(f"the pipeline ended with exit code {proc.returncode} before its page answered")
+            time.sleep(0.3)
 
 
 async def watch_video(port: int, camera: str, until: float, got: dict) -> None:
@@ -112,6 +127,7 @@ def turn(folder: str, mode: str, args: argparse.Namespace, port: int) -> dict:
     proc = subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--config", path, "-q"], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
+        wait_up(port, proc)
         time.sleep(args.warmup)
         if args.seconds > 8:  # the viewers' first seconds (a new socket's GOP, the first stills) left out
             asyncio.run(watch(mode, port, cameras, 3))

@@ -104,6 +104,14 @@ def test_live_video_cpu_measures_the_pipeline_watched_by_video_by_stills_and_by_
     assert re.search(r"^  stills +cpu .*stills +[1-9]", out, re.M), out
 
 
+@WHOLE_RUNS
+def test_live_wall_plays_every_tile_in_chromium_and_reports_what_it_presented():
+    """Two tiles (one an RTSP camera's H.264) against a real run, in headless Chromium (installed by .ci/run)."""
+    out = script("live_wall.py", "--cameras", "2", "--rtsp", "1", "--seconds", "3", "--warmup", "8", timeout=240)
+    assert re.search(r"^  playing 2 of 2; presented median [1-9][\d.]*%", out, re.M), out
+    assert re.search(r"capture to screen median \d+ ms, P95 \d+ ms", out), out
+
+
 def test_cluster_simulation_measures_the_drivers_work_per_poll():
     out = script("cluster_simulation.py", "--camera-count", "20", "--cores-per-host", "4", "--polls", "2")
     assert re.search(r"^20 cameras at 1080p", out, re.M) and "one poll" in out and "a host lost" in out, out
