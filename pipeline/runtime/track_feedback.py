@@ -27,7 +27,7 @@ LAG_S = 0.5  # the gate sees the tracks as they stood this much of the camera's 
 class TrackView:
     """A camera's confirmed tracks after the tracker's update on frame `seq` (at `t`
     seconds of the camera's time): boxes (frame pixels), velocities of their centres
-    (pixels a second), which of them still move (not stationary), and their classes
+    (pixels a second), which of them still move (not settled: `stages.track.SETTLED_S`), and their classes
     (the detector's ids)."""
 
     seq: int

@@ -11,8 +11,10 @@ keeps the same slots). With `motion`, a frame of the rate goes to the detector o
 its picture shows motion, a track still moves (the tracker's view `LAG_S` ago,
 `runtime.track_feedback`), or `refresh_s` has passed since the detector last ran on the
 camera (the first frame always goes); so on a still scene the detector runs once per
-`refresh_s`. Motion is measured only on the frames of the rate: what moves between two
-of them shows in the second. With `regions`, a run for motion looks only at square crops
+`refresh_s`. Motion lying on a settled track (one whose box has stayed put for
+`stages.track.SETTLED_S`: a person who stopped, not yet faded into the background) is
+that object's own and runs nothing (`off_settled`). Motion is measured only on the frames
+of the rate: what moves between two of them shows in the second. With `regions`, a run for motion looks only at square crops
 around it and the moving tracks where that is cheaper (`sources.regions`).
 
 Behind a rate, a frame between the rate's frames still goes to the detector while the
@@ -40,6 +42,8 @@ from pipeline.sources.regions import plan_regions
 
 _EPS = 1e-6  # timestamps in a time base are not exact in binary
 _NONE = np.zeros((0, 4), np.float32)  # no boxes
+SETTLED_GROW = 0.25  # a settled track's box, grown by this share of its size each way, holds its own motion
+SETTLED_COVER = 0.7  # motion that much inside it is the settled object's
 
 
 class DetectGate:
@@ -116,12 +120,13 @@ class DetectGate:
                 self._tracks(t, stopping)  # read on every frame, as its tracker publishes
             return DetectPlan(True, "every")
         motion = self.motion(picture, t)
-        self._at_border = motion.boxes if self._watched.touched(motion.boxes) else _NONE
         tracks = self._tracks(t, stopping)
+        moved = off_settled(motion.boxes, tracks)
+        self._at_border = moved if self._watched.touched(moved) else _NONE
         moving = tracks.moving_at(t) if tracks is not None else _NONE
         if self._last_run is None:
             reason = "first"
-        elif motion.moving:
+        elif len(moved):
             reason = "motion"
         elif len(moving):
             reason = "tracks"
@@ -129,7 +134,7 @@ class DetectGate:
             reason = "refresh"
         else:
             return DetectPlan(False, "still", motion)
-        return self._run(picture, t, reason, motion, tracks, motion.boxes)
+        return self._run(picture, t, reason, motion, tracks, moved)
 
     def _near(self, t: float, tracks: TrackView) -> bool:
         """Whether a moving track, carried on to `t`, crosses a line or zone edge within `border_s`, either way."""
@@ -148,6 +153,26 @@ class DetectGate:
             regions = plan_regions(_to_cover(moved, moving, tracks), (picture.width, picture.height),
                                    self.least, self.budget)
         return DetectPlan(True, reason, motion, regions)
+
+
+def off_settled(motion: np.ndarray, tracks: TrackView | None) -> np.ndarray:
+    """The motion boxes not lying on a settled track: a box mostly (`SETTLED_COVER` of its
+    area) inside one settled track's box, grown by `SETTLED_GROW` of its size each way, is
+    an object that stopped (its picture fades into the background only over `background_s`
+    and more, all the while seen as motion), already tracked: it runs nothing. Motion off
+    every settled track, or reaching well past one, still does."""
+    if tracks is None or not len(motion) or tracks.moving.all():
+        return motion
+    still = tracks.boxes[~tracks.moving]
+    grow = np.concatenate([still[:, 2:] - still[:, :2]] * 2, axis=1) * SETTLED_GROW
+    grown = still + grow * np.array([-1, -1, 1, 1], np.float32)
+    wide = np.clip(np.minimum(motion[:, None, 2], grown[None, :, 2]) - np.maximum(motion[:, None, 0], grown[None, :, 0]),
+                   0, None)
+    high = np.clip(np.minimum(motion[:, None, 3], grown[None, :, 3]) - np.maximum(motion[:, None, 1], grown[None, :, 1]),
+                   0, None)
+    area = np.maximum((motion[:, 2] - motion[:, 0]) * (motion[:, 3] - motion[:, 1]), 1e-6)
+    on_settled = ((wide * high).max(axis=1) / area) >= SETTLED_COVER
+    return motion[~on_settled]
 
 
 def _to_cover(motion: np.ndarray, moving: np.ndarray, tracks: TrackView | None) -> np.ndarray:

@@ -11,7 +11,10 @@ An object whose detected box has stayed where it stopped (overlapping it by `STI
 for `stationary_s` of the camera's time is stationary: its box stays put, its rows say so
 (zones count it apart, the gate does not run the detector for it), and it is re-detected
 only when a run covers it (motion touching it, or a refresh). After every frame the
-camera's tracks go back to its detector's gate (`runtime.track_feedback`).
+camera's tracks go back to its detector's gate (`runtime.track_feedback`); there a track
+moves until its box has stayed put for `SETTLED_S` (or `stationary_s`, if shorter): a person
+standing in a quiet scene is not re-detected at the full rate for all of `stationary_s`,
+and one who moves on shows as motion, which runs the detector again.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from pipeline.stages.build import BuildContext
 from pipeline.stages.bytetrack import ByteTracker, TrackState
 
 STILL_IOU = 0.7  # a box overlapping where its object stopped this much has not moved
+SETTLED_S = 2.0  # a track whose box stayed put this long no longer moves for the detector's gate
 
 
 @dataclass
@@ -49,8 +53,12 @@ class Stillness:
                 self.anchor[tid] = (np.array(box, np.float64), t)
 
     def stationary(self, ids: np.ndarray, t: float) -> np.ndarray:
+        return self.still_for(ids, t, self.stationary_s)
+
+    def still_for(self, ids: np.ndarray, t: float, seconds: float) -> np.ndarray:
+        """Which tracks have stood at their anchor for `seconds` by `t`."""
         since = np.array([self.anchor.get(tid, (None, t))[1] for tid in ids.tolist()], np.float64)
-        return (t - since) >= self.stationary_s - 1e-9 if len(ids) else np.zeros(0, bool)
+        return (t - since) >= seconds - 1e-9 if len(ids) else np.zeros(0, bool)
 
     def keep(self, ids: np.ndarray) -> None:
         """Only these tracks exist still."""
@@ -115,7 +123,8 @@ class CameraTracks:
         t = self.t if self.t is not None else 0.0
         return TrackView(frame.seq, t, motion.to_xyxy(tr.mean[rows]).astype(np.float32),
                          (tr.mean[rows, 4:6] / self.step_s).astype(np.float32),
-                         ~self.still.stationary(tr.id[rows], t), tr.class_id[rows])
+                         ~self.still.still_for(tr.id[rows], t, min(SETTLED_S, self.still.stationary_s)),
+                         tr.class_id[rows])
 
 
 class TrackStage(InlineStage):

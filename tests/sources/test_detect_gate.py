@@ -157,3 +157,21 @@ def test_behind_a_rate_the_frames_after_one_whose_motion_touches_a_line_go_to_th
     touching = {i for i, boxes in motion.items() if any(x1 <= 80 <= x2 for x1, _, x2, _ in boxes)}
     assert {i - i % 3 for i in border} == touching  # the frames after each rate frame whose motion was at the line
     assert all(abs(i - 30) <= 6 for i in border)
+
+
+def test_motion_on_a_settled_track_runs_nothing_and_motion_off_it_or_past_it_does():
+    """A person who stopped is still motion until their picture fades into the background
+    (`background_s` and more): lying on their settled track, it is theirs."""
+    from pipeline.runtime.track_feedback import TrackView
+    from pipeline.sources.detect_gate import off_settled
+
+    tracks = TrackView(0, 0.0, np.array([[100, 100, 140, 200], [300, 100, 340, 200]], np.float32),
+                       np.zeros((2, 2), np.float32), np.array([False, True]))  # the first settled, the second walks
+    motion = np.array([[95, 95, 150, 205],     # the settled one's own blob, a little larger than its box
+                       [300, 100, 340, 200],   # on the walking one: counts
+                       [500, 50, 540, 90],     # on nobody: counts
+                       [90, 90, 260, 210]],    # from the settled one far past it: someone else there, counts
+                      np.float32)
+    assert off_settled(motion, tracks).tolist() == motion[1:].tolist()
+    assert off_settled(motion, None).tolist() == motion.tolist()
+    assert off_settled(motion[:1], TrackView(0, 0.0)).tolist() == motion[:1].tolist()  # no tracks at all

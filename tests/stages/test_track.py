@@ -9,7 +9,7 @@ from pipeline.config import TrackSpec
 from pipeline.frames import DetectPlan, Detections, Frame
 from pipeline.metrics.registry import Metrics
 from pipeline.runtime.track_feedback import TrackFeedbacks
-from pipeline.stages.track import TrackStage
+from pipeline.stages.track import SETTLED_S, TrackStage
 
 FPS = 15
 
@@ -86,6 +86,27 @@ def test_an_object_that_stopped_for_stationary_s_is_stationary_keeps_its_box_and
     assert [v.seq for v in views] == list(range(60))  # every frame's tracks go back to the gate
     np.testing.assert_allclose(kept, walker(14, 6.0), atol=3)  # predicted where it stands, not drifting
     assert not np.any(views[-1].velocity)
+
+
+def test_an_object_standing_settles_for_the_gate_after_settled_s_long_before_it_is_stationary():
+    """A person standing in a quiet scene is not re-detected at the rate for all of
+    `stationary_s`; moving on, they move again for the gate at once."""
+    feedbacks = TrackFeedbacks(True)
+    feedback = feedbacks.open("cam", wait=True)
+    stage = TrackStage(TrackSpec(stationary_s=10.0), Metrics(), feedbacks=feedbacks)
+    rng = np.random.default_rng(2)
+    standing = [300, 100, 340, 200]
+    moving, stationary = [], []
+    for seq in range(FPS * 4):
+        box = standing if seq < FPS * 3 else walker(seq - FPS * 3 + 60, 8.0)  # stands 3 s, then walks off
+        jitter = (np.array(box) + rng.normal(0, 1, 4)).tolist()
+        det = step(stage, frame(seq, [jitter] if seq % 3 == 0 else None)).detections
+        stationary.append(bool(det.stationary.any()))
+        moving.append(feedback.view(seq, lambda: True).moving.tolist() == [True])
+    settled = round(SETTLED_S * FPS)
+    assert all(moving[3:settled - 3]) and not any(moving[settled + 3:FPS * 3])  # confirmed at its second run
+    assert moving[FPS * 3 + 3]  # walked off its anchor: it moves again
+    assert not any(stationary)  # nowhere near stationary_s
 
 
 def test_a_run_that_failed_ages_no_track():
