@@ -4,12 +4,15 @@ The tracker is judged on real people's paths (MOTChallenge `gt.txt`: frame, id, 
 top, width, height, consider-flag, ...) turned into the detections a real detector gives:
 boxes missed (one by one, or in runs while a person is hidden), jittered, false positives,
 and, at the hard level, weak scores on people partly hidden behind someone nearer the
-camera. Two families of that noise (`FAMILIES`), because a tracker's rules are tuned
-where they differ and a real detector has both: *persistent* gives true people scores
+camera. Three families of that noise (`FAMILIES`), because a tracker's rules are tuned
+where they differ and a real detector has them all: *persistent* gives true people scores
 around N(0.8, 0.1) and false positives that haunt a place or ride on a person for a few
 frames; *sporadic* spreads true scores from 0.4 to 0.95 (small, far, blurred people) and
-gives false positives that do not repeat and misses mostly of single frames. The same
-seed gives the same detections, so every tracker sees the same noise.
+gives false positives that do not repeat and misses mostly of single frames; *occlusion*
+hides a share of the people for up to a second (behind a pillar, a van, a crowd) and
+scores their first boxes after it weak (still partly hidden), the case where a tracker
+keeps an identity or gives a new one. The same seed gives the same detections, so every
+tracker sees the same noise.
 """
 from __future__ import annotations
 
@@ -49,6 +52,10 @@ class Noise:
     scores: tuple[float, float] | None = None  # true scores uniform in this range (None: N(0.8, 0.1))
     ghost_life: tuple[int, int] = (1, 8)       # frames a false positive haunts its place
     ghost_shows: float = 0.5                   # chance it is there on each of them
+    occluded: float = 0.0                      # share of the people hidden once, for `occlusion` frames ...
+    occlusion: tuple[int, int] = (5, 25)
+    weak_after: tuple[int, int] = (1, 3)       # ... their first boxes after it weak: this many, ...
+    weakened: tuple[float, float] = (0.15, 0.45)  # ... their scores times this (mostly under a high threshold)
 
 
 _BROAD = (0.4, 0.95)
@@ -63,6 +70,11 @@ FAMILIES = {
         "typical": Noise("typical", 0.15, None, 0.03, 1.0, scores=_BROAD, ghost_life=(1, 1), ghost_shows=1.0),
         "hard": Noise("hard", 0.35, (5, 10), 0.06, 3.0, weak_hidden=True, single=0.7, scores=_BROAD,
                       ghost_life=(1, 1), ghost_shows=1.0),
+    },
+    "occlusion": {
+        "clean": Noise("clean", 0.0, None, 0.0, 0.0, occluded=0.5),
+        "typical": Noise("typical", 0.1, None, 0.03, 1.0, occluded=0.5),
+        "hard": Noise("hard", 0.2, None, 0.06, 3.0, weak_hidden=True, occluded=0.5),
     },
 }
 LEVELS = tuple(FAMILIES["persistent"])  # every family has the same levels
@@ -143,6 +155,27 @@ def _missed(seq: Sequence, noise: Noise, rng: np.random.Generator) -> list[np.nd
     return out
 
 
+def _occlusions(seq: Sequence, noise: Noise, rng: np.random.Generator) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per frame, which true boxes are hidden and which are weak: a share of the people
+    hidden once, on a run of their own frames, seen before it and after it (their first
+    boxes after it weak); a person seen too briefly for a run is never hidden."""
+    frames: dict[int, list[int]] = {}
+    for f, ids in enumerate(seq.ids):
+        for i in ids.tolist():
+            frames.setdefault(i, []).append(f)
+    hidden = [np.zeros(len(i), bool) for i in seq.ids]
+    weak = [np.zeros(len(i), bool) for i in seq.ids]
+    for who, seen in frames.items():
+        gap = int(rng.integers(*noise.occlusion, endpoint=True))
+        after = int(rng.integers(*noise.weak_after, endpoint=True))
+        if rng.random() >= noise.occluded or len(seen) < gap + after + 2:
+            continue
+        start = int(rng.integers(1, len(seen) - gap - after))
+        for k, f in enumerate(seen[start:start + gap + after]):
+            (hidden if k < gap else weak)[f][seq.ids[f] == who] = True
+    return hidden, weak
+
+
 def _jitter(boxes: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
     if sigma == 0 or not len(boxes):
         return boxes.copy()
@@ -197,6 +230,7 @@ def noisy(seq: Sequence, noise: Noise, seed: int) -> list[Detections]:
     rng = np.random.default_rng(seed)
     missed = _missed(seq, noise, rng)
     ghosts = _ghosts(seq, noise, rng)
+    hidden, weak = _occlusions(seq, noise, rng) if noise.occluded else (None, None)
     out = []
     for f, (ids, boxes) in enumerate(zip(seq.ids, seq.boxes)):
         scores = (np.clip(rng.normal(0.8, 0.1, len(ids)), 0.3, 0.99) if noise.scores is None
@@ -204,6 +238,9 @@ def noisy(seq: Sequence, noise: Noise, seed: int) -> list[Detections]:
         if noise.weak_hidden:
             scores = np.maximum(0.05, scores * (1 - hidden_share(boxes)))
         keep = ~missed[f]
+        if hidden is not None and weak is not None:
+            keep &= ~hidden[f]
+            scores = np.where(weak[f], scores * rng.uniform(*noise.weakened, len(ids)), scores)
         fb = np.array([g[0] for g in ghosts[f]]).reshape(-1, 4)
         fs = np.array([g[1] for g in ghosts[f]])
         out.append(Detections(

@@ -1,13 +1,16 @@
 """`pipeline bench --tracking`: the tracker beside peer trackers on the same noisy
 detections of MOTChallenge ground truth, scored by py-motmetrics (an outside evaluator).
 
-Per noise family and level (`motdata.FAMILIES`, every family at each level asked) and
-seed, every sequence's detections are made once and given to each tracker in turn; the metrics are over all sequences of a seed, then the
-mean over seeds; the time is each tracker's own update calls per frame (median over the
-runs, trackers taking turns, so a busy machine slows them alike). Peers run when their
-package is installed: supervision's ByteTrack, boxmot's ByteTrack. Each tracker is told
-the picture's size, as the pipeline's is (here the ground truth's extent: gt.txt does
-not say it); this project's uses it to tell an object that left the picture.
+Per noise family and level (`motdata.FAMILIES`, every family at each level asked: a
+detector's persistent false positives, sporadic ones, people hidden and back weak) and
+seed, every sequence's detections are made once and given to each tracker in turn; the
+metrics (ID switches and IDF1 among them: whether an identity survives) are over all
+sequences of a seed, then the mean over seeds; the time is each tracker's own update
+calls per frame (median over the runs, trackers taking turns, so a busy machine slows
+them alike). Peers run when their package is installed: supervision's ByteTrack,
+boxmot's ByteTrack. Each tracker is told the picture's size, as the pipeline's is (here
+the ground truth's extent: gt.txt does not say it); this project's uses it to tell an
+object that left the picture.
 
 With `--detect-every K`, this project's tracker also runs as behind `detect.fps` or the
 motion gate: detections on one frame in K only, its tracks predicted on the others, and
@@ -26,7 +29,7 @@ from typing import Callable
 
 import numpy as np
 
-from pipeline.bench.motdata import FAMILIES, LEVELS, Detections, Sequence, bundled_ground_truth, noisy, read_mot
+from pipeline.bench.motdata import FAMILIES, LEVELS, Detections, Noise, Sequence, bundled_ground_truth, noisy, read_mot
 from pipeline.config import TrackSpec
 from pipeline.decoders.nms import iou_matrix
 from pipeline.errors import BAD_INPUT
@@ -156,14 +159,17 @@ def runs(found: dict[str, Start], every: list[int]) -> dict[str, tuple[Start, in
 
 
 def bench(sequences: list[Sequence], levels: list[str], seeds: list[int],
-          found: dict[str, Start], every: list[int] | None = None) -> list[Row]:
+          found: dict[str, Start], every: list[int] | None = None,
+          families: dict[str, dict[str, Noise]] | None = None) -> list[Row]:
+    """The rows of the table: every family (`motdata.FAMILIES` unless given) at each level."""
     rows = []
     frames = sum(len(s.ids) for s in sequences)
     planned = runs(found, every or [1])
-    for family, level in ((f, lv) for f in FAMILIES for lv in levels):
+    families = families or FAMILIES
+    for family, level in ((f, lv) for f in families for lv in levels):
         table = {name: Row(family, level, name) for name in planned}
         for seed in seeds:
-            dets = [noisy(s, FAMILIES[family][level], seed * 1000 + k) for k, s in enumerate(sequences)]
+            dets = [noisy(s, families[family][level], seed * 1000 + k) for k, s in enumerate(sequences)]
             for name, (start, k) in planned.items():
                 accs, spent = [], 0.0
                 for s, d in zip(sequences, dets):

@@ -13,9 +13,15 @@ associates, each pass an optimal assignment:
    overlap), a lost track's times `_LOST_DECAY` per update unseen: the longer it was
    unseen, the less its predicted box is to be trusted, so of two tracks on one box the
    one seen just now wins, and a false positive that fires near a track lost long ago
-   does not take it;
+   does not take it. A lost track's IoU is that of its predicted box grown by
+   `_LOST_GATE` of its size per frame unseen (up to its size: about a second at 25 fps)
+   with a box as tall as it within `_SIZE`: the motion guessed drifts from where the
+   object went, the more the longer it is unseen, and a box much smaller is a part of
+   something; not where it was last seen at the picture's edge (it left);
 2. the confirmed tracks still unmatched, lost ones too, with the low-score detections,
-   on plain IoU (objects partly hidden keep their id, also after a few frames unseen);
+   on IoU, a lost track's in the gate of pass 1 (objects partly hidden keep their id; a
+   person back from behind something, scored low on their first frames, takes their
+   track back before a confident box could start a new one);
 3. the tracks matched on the previous update and still unmatched with the high-score
    detections left, on IoU with their last box rather than the predicted one (OC-SORT's
    observation-centric recovery: a person who stops or turns is where they were, not
@@ -36,14 +42,16 @@ match once their detections' scores add up to what they need (on a camera's firs
 at once): two sightings in a row at `confirm_score`, more where false positives fire
 (`stages.track_candidates`). A track confirmed where a lost one was (its box on the lost
 one's prediction, or its first box on the lost one's last box, grown by `_LOST_REACH` of
-its size per update unseen) takes the lost one's id: an object hidden behind another for
-longer than its motion can be guessed, which stood still or walked on a step meanwhile,
-keeps its id once its new track has proved itself, and a false positive, which does not
-prove itself, never takes one. Only where the tracker can tell that the lost one did not
-leave the picture: not when it was last seen at the picture's edge, nor when the
-picture's size is not known. A lost track is removed after `max_age` updates unseen:
-detector runs that looked at it, so frames the detector did not see (`detect.fps`,
-`motion`) and runs on regions elsewhere (`held`) age no track.
+its size per update unseen) and as tall as it (`_SIZE`; as it was last seen or first
+seen: a box matched while it was partly hidden may have been a part of it) takes the
+lost one's id: an object hidden behind another for longer than its motion can be
+guessed, which stood still or walked on a step meanwhile, keeps its id once its new
+track has proved itself, and a false positive, which does not prove itself, never takes
+one. Only where the tracker can tell that the lost one did not leave the picture: not
+when it was last seen at the picture's edge, nor when the picture's size is not known. A
+lost track is removed after `max_age` updates unseen: detector runs that looked at it,
+so frames the detector did not see (`detect.fps`, `motion`) and runs on regions
+elsewhere (`held`) age no track.
 Detections keep their boxes; matched rows get the track id (-1 while tentative).
 """
 from __future__ import annotations
@@ -65,6 +73,8 @@ _EDGE = 0.02        # a box this close to the picture's edge (share of its width
 _TENTATIVE_REACH = 0.5  # per frame skipped, each side: a box grown to its size times the frames between sightings
 _MAX_REACH = 1.0        # ... at most (3 frames between runs)
 _LOST_REACH = 0.1       # per update unseen, each side: a lost track's last box grown for a take-over
+_LOST_GATE = 0.03       # per frame unseen, each side: a lost track's predicted box grown to be found again
+_SIZE = 1.3             # a lost track is found again only by a box as tall as it within this factor
 _NO_ROWS = np.zeros(0, np.int64)
 _NO_ROWS.flags.writeable = False
 
@@ -130,6 +140,32 @@ def _of_class(sim: np.ndarray, same: np.ndarray | None, rows: np.ndarray | None 
     return np.where(same if rows is None else same[rows][:, cols], sim, 0.0)
 
 
+def gated(iou: np.ndarray, pred: np.ndarray, boxes: np.ndarray, t: Tracks, rows: np.ndarray, frame: int,
+          same: np.ndarray | None, size: tuple[float, float] | None) -> np.ndarray:
+    """`iou` with the lost tracks among `rows` on their predicted boxes grown by
+    `_LOST_GATE` of their size per frame unseen up to `_MAX_REACH` (the motion guessed
+    drifts from where the object went, the more the longer it is unseen), and only with
+    boxes about as tall (`of_size`); not those last seen at the picture's edge (`size`),
+    which most likely left it."""
+    lost = rows[t.missed[rows] > 0]
+    lost = lost[~at_edge(t.seen[lost], size)]
+    if not len(lost) or not len(boxes):
+        return iou
+    out = iou.copy()
+    reach = np.minimum(_LOST_GATE * (frame - t.seen_at[lost]), _MAX_REACH)
+    sim = np.where(of_size(pred[lost], boxes), buffered_iou(pred[lost], boxes, reach), 0.0)
+    out[lost] = _of_class(sim, None if same is None else same[lost])
+    return out
+
+
+def of_size(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per pair of boxes of `a` and `b`: whether their heights are within `_SIZE` of each
+    other (an object found again after up to a second is about as tall as it was; a box
+    much smaller is a part of something, a false positive on it)."""
+    ratio = (a[:, 3] - a[:, 1])[:, None] / np.maximum(b[:, 3] - b[:, 1], 1e-9)[None, :]
+    return (ratio <= _SIZE) & (ratio >= 1 / _SIZE)
+
+
 def at_edge(boxes: np.ndarray, size: tuple[float, float] | None) -> np.ndarray:
     """Per box: whether it touches the picture's edge (a track last seen there has left);
     every box may, where the picture's size is not known."""
@@ -143,9 +179,10 @@ def at_edge(boxes: np.ndarray, size: tuple[float, float] | None) -> np.ndarray:
 def take_over(t: Tracks, new: np.ndarray, matched: np.ndarray, updates: int, size: tuple[float, float] | None,
               spec: TrackSpec) -> np.ndarray:
     """The lost tracks (rows) whose ids the just confirmed tracks `new` take, now, on update
-    `updates`: one born after the lost one was last seen, of its class, on its predicted
-    box now or with its first box on the lost one's last box (both grown by how far it may
-    have gone unseen); the lost one not last seen at the edge of the picture (`size`)."""
+    `updates`: one born after the lost one was last seen, of its class and size, on its
+    predicted box now or with its first box on the lost one's last box (both grown by how
+    far it may have gone unseen); the lost one not last seen at the edge of the picture
+    (`size`)."""
     if not len(new):
         return _NO_ROWS
     lost = np.nonzero((t.state == TrackState.LOST) & ~matched)[0]
@@ -156,6 +193,7 @@ def take_over(t: Tracks, new: np.ndarray, matched: np.ndarray, updates: int, siz
                      buffered_iou(t.seen[lost], t.first[new], reach).T)
     last_seen = updates - 1 - t.missed[lost]
     ok = (t.born[new][:, None] > last_seen[None, :]) & ~at_edge(t.seen[lost], size)[None, :]
+    ok &= of_size(t.seen[new], t.seen[lost]) | of_size(t.seen[new], t.first[lost])  # its last box may be a part of it
     if spec.class_aware:
         ok &= t.class_id[new][:, None] == t.class_id[lost][None, :]
     r, c = assign(np.where(ok, sim, 0.0), spec.match_iou)
@@ -232,11 +270,12 @@ class ByteTracker:
         strong = scores >= s.high_threshold
         high, low = np.nonzero(strong)[0], np.nonzero(~strong)[0]
         confirmed = np.nonzero((t.state != TrackState.TENTATIVE) & active)[0]
+        near = gated(iou, pred, boxes, t, confirmed, self.frames, same, self.size)
         trust = (_LOST_DECAY ** t.missed[confirmed])[:, None]  # a lost track's prediction, less sure each update
-        r, first = assign(iou[confirmed][:, high] * scores[high] * trust, s.match_iou)
+        r, first = assign(near[confirmed][:, high] * scores[high] * trust, s.match_iou)
         rows, dets = [confirmed[r]], [high[first]]
         rest = _without(confirmed, r)
-        r, c = assign(iou[rest][:, low], s.low_match_iou)
+        r, c = assign(near[rest][:, low], s.low_match_iou)
         rows.append(rest[r])
         dets.append(low[c])
         rest = _without(rest, r)

@@ -27,9 +27,11 @@ def test_the_command_prints_the_table_for_the_levels_asked(tmp_path, capsys):
     gt = write_gt(tmp_path / "gt.txt", people=3, frames=30)
     assert main(["bench", "--tracking", "--gt", str(gt), "--seeds", "1", "--levels", "clean", "hard"]) == 0
     out = capsys.readouterr().out
-    for family in ("persistent", "sporadic"):  # every level in both noise families
-        assert f"| {family} | clean | this project | 100.0 |" in out
+    for family in ("persistent", "sporadic", "occlusion"):  # every level in every noise family
+        assert f"| {family} | clean | this project |" in out
         assert f"| {family} | hard | this project |" in out
+    for family in ("persistent", "sporadic"):  # clean: every box there (occlusion's hide people)
+        assert f"| {family} | clean | this project | 100.0 |" in out
 
 
 def test_an_unknown_level_is_a_one_line_error(tmp_path, capsys):
