@@ -12,8 +12,10 @@ yolox_nano at `--detect-fps` a camera (0: a model that costs nothing, every fram
 figures are then the page's and the plumbing's alone).
 
 Reported after `--warmup` seconds, over `--seconds`, per tile and as the median and the
-worst tile: the share of the camera's frames the video presented (`getVideoPlaybackQuality`:
-total less dropped, against the clip's rate times the time), the delay behind the live edge
+worst tile: the share of the camera's frames the video presented (its distinct pictures
+presented, `requestVideoFrameCallback`'s media times, against the clip's rate times the time;
+beside it `getVideoPlaybackQuality`'s total less dropped, which counts a picture shown again
+after a seek back once more), the delay behind the live edge
 (buffered end less the picture shown), the seeks to the live edge, the share of presented
 pictures with their own boxes, with the last analysed frame's (held) and without, and the
 latency from a frame's capture to its picture's presentation (median, P95 of all pictures);
@@ -59,7 +61,7 @@ return [...document.querySelectorAll(".tile")].map((t) => {
   return [t.dataset.camera, {total: q.totalVideoFrames, dropped: q.droppedVideoFrames, seeks: media.seeks,
     behind: b.length ? b.end(b.length - 1) - v.currentTime : null, presented: o.presented,
     own: o.withBoxes, held: o.held, without: o.withoutBoxes, latency: o.latency.slice(),
-    rate: v.playbackRate}];
+    shown: o.log.map((e) => e[0])}];
 });
 """
 
@@ -199,9 +201,11 @@ def measure(args: argparse.Namespace, folder: str) -> dict:
         if not a or not b:
             per_tile[cam] = None
             continue
-        shown = (b["total"] - b["dropped"]) - (a["total"] - a["dropped"])
         pictures = max(1, b["presented"] - a["presented"])
-        per_tile[cam] = {"presented": shown / (FPS * wall), "dropped": b["dropped"] - a["dropped"],
+        distinct = {round(t, 3) for t in b["shown"][-pictures:]}  # a picture shown again after a seek back counts once
+        shown = (b["total"] - b["dropped"]) - (a["total"] - a["dropped"])
+        per_tile[cam] = {"presented": len(distinct) / (FPS * wall), "composited": shown / (FPS * wall),
+                         "dropped": b["dropped"] - a["dropped"],
                          "seeks": b["seeks"] - a["seeks"], "behind": b["behind"],
                          "own": (b["own"] - a["own"]) / pictures, "held": (b["held"] - a["held"]) / pictures,
                          "without": (b["without"] - a["without"]) / pictures, "latency": b["latency"]}
@@ -220,6 +224,7 @@ def report(r: dict) -> dict:
     row = {"tiles": len(r["tiles"]), "playing": len(playing),
            "presented_median": statistics.median(t["presented"] for t in playing) if playing else 0.0,
            "presented_worst": min((t["presented"] for t in playing), default=0.0),
+           "composited_median": statistics.median(t["composited"] for t in playing) if playing else 0.0,
            "behind_median": statistics.median(t["behind"] for t in playing if t["behind"] is not None)
            if playing else None,
            "seeks": sum(t["seeks"] for t in playing),
@@ -267,7 +272,8 @@ def main() -> None:
           f"detector {'yolox_nano at %g fps' % args.detect_fps if args.detect_fps else 'none'} "
           f"(median of {args.rounds}):")
     print(f"  playing {med['playing']:g} of {med['tiles']:g}; presented median {100 * med['presented_median']:.1f}%, "
-          f"worst tile {100 * med['presented_worst']:.1f}%; behind live {med['behind_median'] or 0:.2f} s, "
+          f"worst tile {100 * med['presented_worst']:.1f}% (composited, repeats included, "
+          f"{100 * med['composited_median']:.1f}%); behind live {med['behind_median'] or 0:.2f} s, "
           f"seeks {med['seeks']:g}")
     print(f"  pictures with their own boxes {100 * med['own']:.1f}%, held {100 * med['held']:.1f}%, "
           f"without {100 * med['without']:.1f}%; capture to screen median {ms(med['latency_median'])}, "

@@ -10,7 +10,7 @@ copies. Nothing is built for a camera nobody watches.
 How far behind live the page plays (`delay_s`, per stream) follows how late its records
 come: the camera's measured analysis latency (capture to record, P95 over the last 10 s,
 `metrics.window`) or, once records went to its viewers, how far behind the stream's live
-edge they came (P95 of the newest, `LiveStream.behind_p95`: a file's main stream is read
+edge they came (P95 of the newest, `live.stream.Lag`: a file's main stream is read
 ahead of the analysis), whichever is larger, plus the fragment that waits for its next
 packet, so a picture's boxes have arrived when it shows; a change of more than a quarter is
 sent to the stream's viewers.
@@ -87,7 +87,7 @@ class LiveHub:
         return {"boxes": cam.boxes, "delay_s": self._delay(camera, cam, kind)}
 
     def _delay(self, camera: str, cam: CameraLive, kind: str) -> float:
-        late = [v for v in (self.latency(camera), cam.streams[kind].behind_p95()) if v is not None]
+        late = [v for v in (self.latency(camera), cam.streams[kind].lag.p95()) if v is not None]
         cam.delay_s[kind] = delay_for(max(late, default=None), cam.fps)
         cam.checked = time.monotonic()
         return cam.delay_s[kind]

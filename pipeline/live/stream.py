@@ -33,7 +33,30 @@ def text(message: dict) -> str:
     return json.dumps(message, separators=(",", ":"))
 
 
-BEHIND_KEPT = 150  # records whose distance behind the live edge is kept (10 s at 15 fps)
+def media_time(frame: av.VideoFrame) -> float | None:
+    """The media time `LiveStream.picture` gave a decoded picture (seconds; None: it has none)."""
+    return frame.opaque if isinstance(frame.opaque, float) else None
+
+
+class Lag:
+    """How far behind a stream's live edge its records came (seconds), the newest
+    `KEPT`: a file's main stream, read ahead of the analysis (`LEAD_S`), is played later."""
+
+    KEPT = 150  # 10 s at 15 fps
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: deque[float] = deque(maxlen=self.KEPT)
+
+    def add(self, seconds: float) -> None:
+        with self._lock:
+            self._kept.append(max(0.0, seconds))
+
+    def p95(self) -> float | None:
+        """The P95 of those kept (None: none yet)."""
+        with self._lock:
+            kept = sorted(self._kept)
+        return kept[int(0.95 * (len(kept) - 1))] if kept else None
 
 
 class LiveStream:
@@ -46,14 +69,14 @@ class LiveStream:
         self.why: str | None = None  # why it cannot be streamed (its codec, a muxer that failed)
         self.dropped = 0  # packets left out: no timestamps, or a decode time that does not rise
         self.ends = Ends()
-        self._lock = threading.RLock()  # the init message, made under it, reads `behind_p95`
+        self._lock = threading.Lock()
         self._viewers = Viewers()
         self._link: LiveLink | None = None  # the newest connection
         self._links: deque[LiveLink] = deque(maxlen=4)  # the recent ones (a record's time is on one of them)
         self._gop: list[Packet] = []
         self._gop_link: LiveLink | None = None
         self._gop_bytes = 0
-        self._behind: deque[float] = deque(maxlen=BEHIND_KEPT)  # seconds each record came behind the live edge
+        self.lag = Lag()
 
     # -- the camera's side ---------------------------------------------------------------
     def connect(self, video, rate: Fraction, beside: Beside | None = None) -> LiveLink:
@@ -114,11 +137,7 @@ class LiveStream:
     def disconnect(self) -> None:
         """The connection ended (its viewers stay: the next one goes on)."""
 
-    @staticmethod
-    def media_time(frame: av.VideoFrame) -> float | None:
-        """The media time `picture` gave a decoded picture (seconds; None: it has none)."""
-        t = frame.opaque
-        return t if isinstance(t, float) else None
+    media_time = staticmethod(media_time)
 
     def recorded_at(self, record_time: float | None) -> float | None:
         """The media time of the picture at `record_time` on the camera's recording (a
@@ -180,20 +199,12 @@ class LiveStream:
         with self._lock:
             self._viewers.send(text(message))
 
-    def behind_p95(self) -> float | None:
-        """How far behind the stream's live edge its records came (seconds, P95 of the newest;
-        None: none yet): a main stream read ahead of the analysis (a file's, `LEAD_S`) gets its
-        records later than its sub-stream, and is played that much further behind."""
-        with self._lock:
-            kept = sorted(self._behind)
-        return kept[min(len(kept) - 1, int(0.95 * len(kept)))] if kept else None
-
     def record(self, t: float, record: dict) -> None:
         """A frame's record, at its picture's media time `t`, to every viewer."""
         line = text({"type": "frame", "t": t, **record})
         with self._lock:
             if self.ends.end_pts is not None:
-                self._behind.append(max(0.0, self.ends.end_pts / TICKS - t))
+                self.lag.add(self.ends.end_pts / TICKS - t)
             subs = list(self._viewers.subs)
         for sub in subs:
             sub.record(line)
