@@ -30,14 +30,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import yaml
@@ -45,6 +43,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 
+from chromium import chromium  # noqa: E402
 from live_video_cpu import cpu_seconds, dropped, free_port, wait_up  # noqa: E402
 from onnx_models import make_slow_model  # noqa: E402
 from pipeline.bench.camera_clips import clip  # noqa: E402
@@ -129,20 +128,6 @@ def config(folder: str, args: argparse.Namespace, port: int, urls: dict[str, str
     return path
 
 
-def browser(width: int, height: int):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--autoplay-policy=no-user-gesture-required", f"--window-size={width},{height}"):
-        opts.add_argument(arg)
-    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    service = Service(shutil.which("chromedriver") or "/usr/bin/chromedriver")
-    return webdriver.Chrome(service=service, options=opts), service
-
-
 def full_size(d, camera: str) -> None:
     """The camera's tile opened full size (its main stream), scrolled into view, once it plays
     and its boxes had a few seconds to come."""
@@ -170,16 +155,16 @@ def measure(args: argparse.Namespace, folder: str) -> dict:
             servers.append(server)
     proc = subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--config", config(folder, args, port, urls), "-q"],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    d, service = browser(args.width, args.height)
+    d, service = chromium(args.width, args.height)
     try:
         wait_up(port, proc)
         d.get(f"http://127.0.0.1:{port}/")
         time.sleep(args.warmup)
-        chromium = descendants(service.process.pid)
-        first, cpu0, lost0, wall0 = tiles(d), (cpu_seconds(proc.pid), cpu_of(chromium)), dropped(port), \
+        browser_pids = descendants(service.process.pid)
+        first, cpu0, lost0, wall0 = tiles(d), (cpu_seconds(proc.pid), cpu_of(browser_pids)), dropped(port), \
             time.monotonic()
         time.sleep(args.seconds)
-        last, cpu1, lost1, wall = tiles(d), (cpu_seconds(proc.pid), cpu_of(chromium)), dropped(port), \
+        last, cpu1, lost1, wall = tiles(d), (cpu_seconds(proc.pid), cpu_of(browser_pids)), dropped(port), \
             time.monotonic() - wall0
         if args.screenshot:
             d.save_screenshot(args.screenshot)

@@ -51,26 +51,25 @@ GOLDEN = 0.618033988749895
 SCENARIOS = ("spread", "in step")
 
 
-def spread_start(clip: str, i: int) -> float:
-    """Where camera i starts the clip in the spread scenario: golden-ratio steps over its
-    length, so any number of cameras is spread evenly."""
+def clip_length(clip: str) -> float:
+    """The clip's video length in seconds."""
     with av.open(clip) as c:
         stream = c.streams.video[0]
-        length = float(stream.duration * stream.time_base) if stream.duration else float(c.duration or 0) / 1e6
-    return (i * GOLDEN) % 1.0 * length
+        return float(stream.duration * stream.time_base) if stream.duration else float(c.duration or 0) / 1e6
 
 
 def with_density_cameras(config: Config, clip: str, n: int, fps: float, detect_clip: str | None = None,
                          spread: bool = False) -> Config:
     """`n` paced live cameras of `clip`, set up like the config's first source; with
     `detect_clip`, each analyses that clip as its sub-stream (`detect_uri`) and records `clip`;
-    `spread`: camera i plays both started at its `spread_start`."""
+    `spread`: camera i plays both started at its point of the clip (`camera_clips.started_at`)."""
     template = config.sources[0]
+    length = clip_length(clip) if spread else 0.0
     sources = []
     for i in range(n):
         uri, sub = clip, detect_clip or template.detect_uri
-        if spread:
-            start = spread_start(clip, i)
+        if spread:  # golden-ratio steps over the clip: any number of cameras spread evenly
+            start = (i * GOLDEN) % 1.0 * length
             uri, sub = started_at(clip, start), (started_at(sub, start) if sub else None)
         sources.append(replace(template, id=f"cam{i}", uri=uri, detect_uri=sub, live=True, realtime=True, loop=True,
                                queue=QueueConfig(size=1, policy="drop_oldest"), phase_s=(i * GOLDEN) % 1.0 / fps))

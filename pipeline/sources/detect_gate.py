@@ -34,6 +34,7 @@ import numpy as np
 
 from pipeline.config import MotionConfig
 from pipeline.config.stages import DetectRate
+from pipeline.decoders.nms import area, intersections
 from pipeline.frames import DetectPlan, Motion
 from pipeline.runtime.track_feedback import LAG_S, TrackFeedback, TrackView
 from pipeline.sources.borders import Borders
@@ -164,15 +165,10 @@ def off_settled(motion: np.ndarray, tracks: TrackView | None) -> np.ndarray:
     if tracks is None or not len(motion) or tracks.moving.all():
         return motion
     still = tracks.boxes[~tracks.moving]
-    grow = np.concatenate([still[:, 2:] - still[:, :2]] * 2, axis=1) * SETTLED_GROW
-    grown = still + grow * np.array([-1, -1, 1, 1], np.float32)
-    wide = np.clip(np.minimum(motion[:, None, 2], grown[None, :, 2]) - np.maximum(motion[:, None, 0], grown[None, :, 0]),
-                   0, None)
-    high = np.clip(np.minimum(motion[:, None, 3], grown[None, :, 3]) - np.maximum(motion[:, None, 1], grown[None, :, 1]),
-                   0, None)
-    area = np.maximum((motion[:, 2] - motion[:, 0]) * (motion[:, 3] - motion[:, 1]), 1e-6)
-    on_settled = ((wide * high).max(axis=1) / area) >= SETTLED_COVER
-    return motion[~on_settled]
+    size = still[:, 2:] - still[:, :2]
+    grown = still + np.concatenate([-size, size], axis=1) * SETTLED_GROW
+    covered = intersections(motion, grown).max(axis=1) / np.maximum(area(motion), 1e-6)
+    return motion[covered < SETTLED_COVER]
 
 
 def _to_cover(motion: np.ndarray, moving: np.ndarray, tracks: TrackView | None) -> np.ndarray:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import time
 import urllib.error
@@ -13,10 +12,9 @@ import urllib.request
 import numpy as np
 import pytest
 
+from chromium import CHROMEDRIVER, chromium
 from conftest import detector_model
 
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or \
-    "/usr/bin/chromedriver"
 
 
 def live_config(model_path, sample_path, **web) -> dict:
@@ -79,16 +77,7 @@ def raw(port: int, request: bytes, timeout: float = 20) -> bytes:
 def browser(width: int = 1320, height: int = 820):
     if os.environ.get("CI", "").lower() not in ("1", "true", "yes") and not os.path.exists(CHROMEDRIVER):
         pytest.skip("Chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                f"--window-size={width},{height}"):
-        opts.add_argument(arg)
-    opts.binary_location = CHROMIUM
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    return chromium(width, height)[0]
 
 
 def wait_for(condition, seconds: float = 60, every: float = 0.1):
