@@ -26,7 +26,10 @@ def segment_rows(db) -> list[tuple[str, float, float]]:
 
 
 def test_after_the_clock_went_back_names_rows_and_exports_agree(tmp_path, write_config, monkeypatch):
-    source = clip(tmp_path, "v.mp4", frames=20)
+    # a keyframe a second, as cameras send at least: a file lies at its stamp's whole second, so
+    # an export from its row's start (that second plus a fraction) starts at its first keyframe
+    # only where the next one comes a second or more after it
+    source = clip(tmp_path, "v.mp4", frames=20, g="10")
     out = tmp_path / "out"
     cfg = {"sources": [{"id": "cam", "uri": source}], "models": {"det": null_detector(tmp_path)},
            "graph": [{"detect": {"model": "det"}}],
