@@ -79,13 +79,21 @@ _NO_ROWS = np.zeros(0, np.int64)
 _NO_ROWS.flags.writeable = False
 
 
+def load_solver() -> None:
+    """Import the assignment solver now: scipy.optimize takes 0.7 s to import on an idle
+    core, seconds beside running cameras, and imported by a tracker's first frame it held
+    the thread that hands every camera's frames on while their lanes overflowed. Only a
+    graph that tracks pays it, when it is built."""
+    import scipy.optimize  # noqa: F401
+
+
 def assign(sim: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray]:
     """The pairs (row, col), each at or above `threshold`, with the most similarity above
     it in all (ByteTrack's objective: two weak pairs never outweigh one good one). Optimal,
     not greedy: one bad early pair cannot push two objects onto each other's tracks."""
     if sim.size == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    from scipy.optimize import linear_sum_assignment  # here: scipy.optimize takes 0.7 s to import, paid by trackers only
+    from scipy.optimize import linear_sum_assignment  # loaded by `load_solver` where a graph tracks
 
     ok = sim >= threshold
     rows, cols = linear_sum_assignment(np.where(ok, threshold - sim, 0.0))

@@ -31,7 +31,7 @@ from pipeline.runtime.stage import InlineStage
 from pipeline.runtime.track_feedback import TrackFeedbacks, TrackView
 from pipeline.stages import motion
 from pipeline.stages.build import BuildContext
-from pipeline.stages.bytetrack import ByteTracker, TrackState
+from pipeline.stages.bytetrack import ByteTracker, TrackState, load_solver
 
 STILL_IOU = 0.7  # a box overlapping where its object stopped this much has not moved
 SETTLED_S = 2.0  # a track whose box stayed put this long no longer moves for the detector's gate
@@ -137,6 +137,7 @@ class TrackStage(InlineStage):
         self.names = names or ClassNames()
         self.feedbacks = feedbacks  # where each camera's tracks go back to its detector's gate
         self.cameras: dict[str, CameraTracks] = {}
+        load_solver()
 
     @classmethod
     def from_spec(cls, spec: TrackSpec, ctx: BuildContext) -> "TrackStage":
