@@ -144,6 +144,9 @@ class ModelConfig:
     input_size: tuple[int, int] | None = option(None, read=read_size, shown="from the file",
                                                 doc="model input: an integer or [width, height] (default: the "
                                                     "file's fixed input shape, else its `imgsz` metadata)")
+    reshape: bool = option(False, doc="run the graph at `input_size` where the file fixes another size (a fully "
+                                      "convolutional detector such as YOLOX runs at any multiple of its stride: "
+                                      "a 16:9 camera at [416, 256] instead of the square 416, 0.6x the work)")
     color: Literal["bgr", "rgb"] | None = option(None, shown="`bgr`; Ultralytics export: `rgb`",
                                                  doc="channel order the model wants")
     scale: float | None = option(None, shown="`1.0`; Ultralytics export: 1/255",

@@ -90,7 +90,8 @@ def model_problems(model: ModelConfig, session: ort.InferenceSession, picture: n
         options = no_graph() if model.engine.cuda_graph else None
         outputs = session.run(names, {session.get_inputs()[0].name: batch}, options)
     except Exception as e:
-        return [f"{where}: test inference failed: {one_line(e)}"]
+        at = f" at input_size {model.input_size[0]}x{model.input_size[1]} (reshape)" if model.reshape else ""
+        return [f"{where}: test inference failed{at}: {one_line(e)}"]
     shapes = [list(o.shape) for o in outputs]
     if model.is_classifier:
         out = outputs[0]

@@ -95,8 +95,45 @@ def create_session(model: ModelConfig, intra_op_threads: int, inter_op_threads: 
         session = ort.InferenceSession(model.path, so, providers=providers)
     except Exception as e:  # ORT raises several unrelated types for unreadable models
         raise ModelError(f"models.{model.name}: cannot load {model.path}: {one_line(e)}") from None
+    if model.reshape and not fits(model, session):
+        try:
+            session = ort.InferenceSession(reshaped(model.path, model.input_size), so, providers=providers)
+        except Exception as e:  # a graph with its size built in (anchors, reshapes) fails here or at its first run
+            w, h = model.input_size
+            raise ModelError(f"models.{model.name}: reshape: the graph of {model.path} does not run at input_size "
+                             f"{w}x{h}: {one_line(e)}") from None
     check_io(model, session)
     return session
+
+
+def fits(model: ModelConfig, session: ort.InferenceSession) -> bool:
+    """Whether the session's image input takes `input_size` as it is (its height and width
+    free or equal)."""
+    shape = session.get_inputs()[0].shape
+    if len(shape) != 4 or model.input_size is None:
+        return True  # nothing to reshape: `check_io` says what is wrong
+    want_w, want_h = model.input_size
+    return all(not isinstance(d, int) or d == want for d, want in ((shape[2], want_h), (shape[3], want_w)))
+
+
+def reshaped(path: str, size: tuple[int, int]) -> bytes:
+    """The model with its image input fixed at `size` (width, height) instead of the size
+    its file fixes, and the shapes the file declares for its outputs and intermediate
+    values left for ONNX Runtime to infer again (they follow the input). Whether the graph
+    really runs at that size is for the test inference to find (`model_check`)."""
+    import onnx
+
+    model = onnx.load(path)
+    weights = {i.name for i in model.graph.initializer}
+    image = next(i for i in model.graph.input if i.name not in weights)
+    dims = image.type.tensor_type.shape.dim
+    dims[2].dim_value, dims[3].dim_value = size[1], size[0]
+    for output in model.graph.output:
+        for k, d in enumerate(output.type.tensor_type.shape.dim):
+            if k:
+                d.dim_param = f"{output.name}_{k}"  # a dim is a value or a name: this drops the value
+    del model.graph.value_info[:]
+    return model.SerializeToString()
 
 
 def check_io(model: ModelConfig, session: ort.InferenceSession) -> None:
@@ -114,7 +151,8 @@ def check_io(model: ModelConfig, session: ort.InferenceSession) -> None:
         raise ModelError(f"models.{model.name}: model input {inputs[0].name!r} has {c} channels, expected 3")
     if (isinstance(h, int) and h != want_h) or (isinstance(w, int) and w != want_w):
         raise ModelError(f"models.{model.name}: model input {inputs[0].name!r} is {w}x{h} (shape {shape}) "
-                         f"but input_size is {want_w}x{want_h}")
+                         f"but input_size is {want_w}x{want_h} (`reshape: true` runs the graph at input_size, where "
+                         f"it can)")
     if inputs[0].type != "tensor(float)":
         raise ModelError(f"models.{model.name}: model input type {inputs[0].type} is not supported "
                          f"(float32 expected)")
