@@ -41,7 +41,7 @@ from pipeline.sinks.sink import SinkStage
 from pipeline.sinks.views import converts_every_frame
 from pipeline.sources.camera import VideoSource
 from pipeline.sources.borders import Borders
-from pipeline.sources.detect_gate import DetectGate
+from pipeline.sources.detect_gate import DetectGate, phase_of
 from pipeline.stages import STAGES
 from pipeline.stages.build import BuildContext
 
@@ -63,7 +63,7 @@ def detect_gate(config: Config, engines: EngineRegistry, s: SourceConfig, feedba
         borders = Borders.of(analytics.cameras.get(s.id), ClassNames(config.detector.labels))
     feedback = feedbacks.open(s.id, wait=not s.live) if rate.motion or borders else None
     return DetectGate(rate, s.motion, max(config.models[entry.model].input_size),
-                      engines.regions_per_run(entry.model), feedback, borders)
+                      engines.regions_per_run(entry.model), feedback, borders, phase_of(s.id))
 
 
 def counting_threads(plan: ThreadPlan, make: Callable[[], T]) -> T:

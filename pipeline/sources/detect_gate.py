@@ -7,8 +7,12 @@ out still go through the whole graph; the tracker predicts on them.
 The detection rate takes the first frame in each slot of `1 / fps` seconds of the
 camera's timeline (a 15 fps camera at `fps: 5` gives every third frame; a 25 fps one at
 `fps: 4` alternates 6 and 7 frames, 4 a second; a camera that moved to another host
-keeps the same slots). With `motion`, a frame of the rate goes to the detector only when
-its picture shows motion, a track still moves (the tracker's view `LAG_S` ago,
+keeps the same slots). Each camera's slots start at a phase of its own, from its id
+(`phase_of`): cameras whose timelines start together (files, cameras connected at one
+start) would otherwise all want the detector in the same frame interval, a burst the
+engine's few in-flight runs cannot take before the next frames come (a live camera's
+lane keeps one frame), while the cores wait idle between the bursts. With `motion`, a
+frame of the rate goes to the detector only when its picture shows motion, a track still moves (the tracker's view `LAG_S` ago,
 `runtime.track_feedback`), or `refresh_s` has passed since the detector last ran on the
 camera (the first frame always goes); so on a still scene the detector runs once per
 `refresh_s`. Motion lying on a settled track (one whose box has stayed put for
@@ -26,6 +30,7 @@ rate holds everywhere else.
 from __future__ import annotations
 
 import math
+import zlib
 from collections import deque
 from typing import Callable
 
@@ -47,15 +52,22 @@ SETTLED_GROW = 0.25  # a settled track's box, grown by this share of its size ea
 SETTLED_COVER = 0.7  # motion that much inside it is the settled object's
 
 
+def phase_of(camera: str) -> float:
+    """Where in a slot of the detection rate the camera's slots start (0-1), from its id:
+    the same on every host and in every run."""
+    return zlib.crc32(camera.encode()) / 2 ** 32
+
+
 class DetectGate:
     """`least`: a region's smallest side (the model's input); `budget`: the regions one run
     may take (the cost rule, `sources.regions`); `feedback`: the camera's tracks, at a
     fixed lag (None: no tracker); `borders`: the camera's lines and zone edges, watched
-    behind a rate (`border_s`)."""
+    behind a rate (`border_s`); `phase`: where the camera's slots start (`phase_of`)."""
 
     def __init__(self, rate: DetectRate, motion: MotionConfig, least: int = 0, budget: int = 1,
-                 feedback: TrackFeedback | None = None, borders: Borders | None = None):
+                 feedback: TrackFeedback | None = None, borders: Borders | None = None, phase: float = 0.0):
         self.rate = rate
+        self.phase = phase
         self.motion = MotionDetector(motion) if rate.motion else None
         self.least, self.budget = least, budget
         self.borders = borders if rate.at_borders and borders is not None else Borders()
@@ -88,7 +100,7 @@ class DetectGate:
         """Whether the frame at `t` is the first of its slot of the detection rate."""
         if self.rate.fps is None:
             return True
-        slot = math.floor(t * self.rate.fps + _EPS)
+        slot = math.floor(t * self.rate.fps + self.phase + _EPS)
         if self._slot is not None and slot <= self._slot:
             return False
         self._slot = slot
