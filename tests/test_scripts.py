@@ -91,6 +91,15 @@ def test_cpu_breakdown_shares_the_cpu_of_a_frame_among_the_steps():
     assert all(float(v) > 0 for v in rows["total"] + rows["inference"]), out
 
 
+@WHOLE_RUNS
+def test_camera_cpu_shares_a_stretch_of_the_cameras_cpu_among_their_threads():
+    out = script("camera_cpu.py", "configs/density/gated.yaml", "--cameras", "2", "--clip", "samples/bikes.mp4",
+                 "--detect-clip", "samples/bikes.mp4", "--at", "1", "--seconds", "2", "--runs", "1")
+    head = re.match(r"2 camera\(s\), 1-3 s: ([\d.]+)% of a core \(runs: \d+\), ([\d.]+)% per camera", out)
+    assert head and float(head.group(1)) > 0 and float(head.group(2)) == pytest.approx(float(head.group(1)) / 2, abs=0.1)
+    assert re.search(r"^ +[\d.]+%  .*camN", out, re.M), out  # the cameras' threads, grouped
+
+
 def test_recording_cpu_compares_runs_with_and_without_the_recording():
     out = script("recording_cpu.py", "--frames", "10", "--clip-frames", "10", "--rounds", "1")
     assert re.search(r"runs of 10 1080p frames: record on [\d.]+ s CPU, off [\d.]+ s", out), out
