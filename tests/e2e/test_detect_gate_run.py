@@ -9,7 +9,9 @@ import pytest
 import yaml
 
 from conftest import ROOT, read_jsonl, run_pipeline, detector_model
-from pipeline.config import DetectSpec
+from pipeline.config import DetectSpec, MotionConfig
+from pipeline.config.stages import DetectRate
+from pipeline.sources.detect_gate import DetectGate, phase_of
 from pipeline.runtime.track_feedback import LAG_S
 
 pytest.importorskip("skimage.data", reason="scikit-image provides the photos moved in the synthetic clip")
@@ -45,7 +47,9 @@ def test_the_detector_runs_on_the_moving_frames_of_the_rate_and_once_per_refresh
     assert len(rows) == 2 * STILL + WALK
     ran = [r["seq"] for r in rows if r["detected"]]
     walking = [s for s in ran if STILL <= s < STILL + WALK]
-    rate = list(range(STILL, STILL + WALK, 3))
+    in_rate = DetectGate(DetectRate(fps=5), MotionConfig(), phase=phase_of("lab"))  # the camera's slots
+    rate = [s for s in range(len(rows)) if in_rate.plan(None, s / FPS).run and STILL <= s < STILL + WALK]
+    assert len(rate) == WALK // 3
     assert set(rate) <= set(walking)  # every frame of the rate while it moves
     crossed = next(r["seq"] for r in read_jsonl(str(tmp_path / "every" / "detections.jsonl")) if r.get("events"))
     between = [s for s in walking if s not in rate]  # and the frames between, only while it is at the line
