@@ -20,35 +20,22 @@ import tempfile
 import threading
 import time
 
-from pipeline.bench.camera_clips import NAMES, clip
-from pipeline.bench.density import with_density_cameras
+from pipeline.bench.camera_clips import clip_or_file
+from pipeline.bench.density import cpu_s, with_density_cameras
 from pipeline.config import load_config
 from pipeline.graph import Pipeline
 
-TICK = os.sysconf("SC_CLK_TCK")
-
-
 def thread_cpu() -> dict[int, float]:
-    """CPU seconds of each of this process's threads, by native id."""
-    out = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            fields = open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # the thread ended meanwhile
-        out[int(tid)] = (int(fields[11]) + int(fields[12])) / TICK
-    return out
-
-
-def made(name: str) -> str:
-    """A made clip by its name (`pipeline bench --density`'s), else a file."""
-    return clip(name) if name in NAMES else os.path.abspath(name)
+    """CPU seconds of each of this process's threads, by native id (one that ended
+    meanwhile left out)."""
+    seconds = {int(tid): cpu_s(f"/proc/self/task/{tid}/stat") for tid in os.listdir("/proc/self/task")}
+    return {tid: s for tid, s in seconds.items() if s is not None}
 
 
 def one_run(args: argparse.Namespace, out: str) -> dict[str, float]:
     """% of a core by thread group over the stretch, and "total"."""
-    cfg = with_density_cameras(load_config(args.config), made(args.clip), args.cameras, 15, made(args.detect_clip),
-                               spread=args.spread).with_output_dir(out)
+    cfg = with_density_cameras(load_config(args.config), clip_or_file(args.clip), args.cameras, 15,
+                               clip_or_file(args.detect_clip), spread=args.spread).with_output_dir(out)
     p = Pipeline(cfg)
     p.start()
     try:

@@ -39,6 +39,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 
 from onnx_models import make_slow_model  # noqa: E402
 from pipeline.bench.camera_clips import clip  # noqa: E402
+from pipeline.bench.density import cpu_s  # noqa: E402
 
 STILL_FPS = 5
 
@@ -50,12 +51,8 @@ def free_port() -> int:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process so far (`/proc/<pid>/stat`; one gone: 0)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds of a process so far (one gone: 0)."""
+    return cpu_s(f"/proc/{pid}/stat") or 0.0
 
 
 def dropped(port: int) -> int:

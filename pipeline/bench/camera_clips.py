@@ -186,6 +186,11 @@ def started_at(path: str | os.PathLike, start_s: float) -> str:
     return str(out)
 
 
+def clip_or_file(name: str, fps: int = 15) -> str:
+    """A made clip by its name (see `NAMES`), else the file `name`."""
+    return clip(name, fps) if name in NAMES else os.path.abspath(name)
+
+
 def clip(name: str, fps: int = 15) -> str:
     """A named clip at `fps` (see the module's doc), made into the cache on first use."""
     if name not in NAMES:

@@ -103,6 +103,17 @@ def incomplete(config: Config, snap, folder: str) -> list[str]:
     return problems
 
 
+def cpu_s(stat: str) -> float | None:
+    """User + system CPU seconds so far of a process or thread, from its `/proc/.../stat`
+    (None: gone, or not Linux)."""
+    try:
+        with open(stat) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def busy_s() -> float | None:
     """CPU seconds the whole machine has been busy (Linux `/proc/stat`; None elsewhere)."""
     try:

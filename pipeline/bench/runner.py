@@ -287,11 +287,8 @@ def density_main(args: argparse.Namespace) -> int:
     if args.fps is not None and not named:
         raise SystemExit(f"bench: --fps sets the rate of a made clip; {args.density} plays at its own")
 
-    def made(name: str) -> str:
-        return camera_clips.clip(name, args.fps or 15) if name in camera_clips.NAMES else os.path.abspath(name)
-
-    clip = made(args.density)
-    sub = made(args.detect_clip) if args.detect_clip else None
+    clip = camera_clips.clip_or_file(args.density, args.fps or 15)
+    sub = camera_clips.clip_or_file(args.detect_clip, args.fps or 15) if args.detect_clip else None
     scenarios = density.SCENARIOS if args.scenario == "both" else (args.scenario.replace("-", " "),)
     result = density.bench_density(load_config(args.config), clip, _rate(clip), args.live_seconds, args.runs,
                                    detect_clip=sub, scenarios=scenarios)

@@ -12,12 +12,12 @@ keeps the same slots). Each camera's slots start at a phase of its own, from its
 start) would otherwise all want the detector in the same frame interval, a burst the
 engine's few in-flight runs cannot take before the next frames come (a live camera's
 lane keeps one frame), while the cores wait idle between the bursts. With `motion`, a
-frame of the rate goes to the detector only when its picture shows motion, a track still moves (the tracker's view `LAG_S` ago,
-`runtime.track_feedback`), or `refresh_s` has passed since the detector last ran on the
-camera (the first frame always goes); so on a still scene the detector runs once per
-`refresh_s`. Motion lying on a settled track (one whose box has stayed put for
-`stages.track.SETTLED_S`: a person who stopped, not yet faded into the background) is
-that object's own and runs nothing (`off_settled`). Motion is measured only on the frames
+frame of the rate goes to the detector only when its picture shows motion, a track still
+moves (the tracker's view `LAG_S` ago, `runtime.track_feedback`), or `refresh_s` has
+passed since the detector last ran on the camera (the first frame always goes); so on a
+still scene the detector runs once per `refresh_s`. Motion lying on a settled track (one
+whose box has stayed put for `stages.track.SETTLED_S`: a person who stopped, not yet
+faded into the background) is that object's own and runs nothing (`off_settled`). Motion is measured only on the frames
 of the rate: what moves between two of them shows in the second. With `regions`, a run for motion looks only at square crops
 around it and the moving tracks where that is cheaper (`sources.regions`).
 

@@ -24,15 +24,16 @@ def test_the_detection_rate_takes_the_first_frame_of_each_slot_of_the_cameras_ti
 
 def test_cameras_in_step_want_the_detector_in_different_frames_each_at_its_own_rate():
     """Sixteen 15 fps cameras at `fps: 5` whose timelines start together: each takes 5
-    frames a second, every third frame (after the first), but not all the same third: the frames the
-    detector is asked for at once are spread over the slot's three frame intervals."""
+    frames a second, every third frame (after the first), but not all the same third: the
+    frames the detector is asked for at once are spread over the slot's three frame
+    intervals."""
     times = [i / 15 for i in range(60)]
     taken = {cam: runs(DetectGate(DetectRate(fps=5), MotionConfig(), phase=phase_of(cam)), times)
              for cam in (f"cam{i}" for i in range(16))}
     assert all(len(t) in (20, 21) and set(np.diff(t[1:])) == {3} for t in taken.values())  # frame 0 opens the first
     at_once = [sum(i in t for t in taken.values()) for i in range(3, 6)]  # every camera once in frames 3-5
     assert sum(at_once) == 16 and max(at_once) <= 8
-    assert phase_of("cam0") == phase_of("cam0") and 0 <= phase_of("dock") < 1
+    assert 0 <= phase_of("dock") < 1
 
 
 def test_jittered_timestamps_still_give_one_frame_per_slot():
