@@ -21,8 +21,10 @@ Message = tuple[str, bytes | str]  # (kind, a binary payload or a JSON text)
 
 
 class Subscriber:
-    """`wake` is called (from the camera's thread) when something is queued: the socket's
-    loop then `take`s what waits."""
+    """`wake` is called (from the camera's thread) when something is queued to an empty
+    queue: the socket's loop then `take`s what waits. Once per batch, not per message: each
+    wake costs the loop a self-pipe write and read, and a camera sends a fragment and a
+    record per picture to every viewer."""
 
     def __init__(self, wake: Callable[[], None] = lambda: None):
         self.wake = wake
@@ -59,8 +61,9 @@ class Subscriber:
             self.skipping = False
             self._fragments += 1
             self._bytes += len(data)
-            self._queue.append((FRAGMENT, data))
-        self.wake()
+            woken = self._append((FRAGMENT, data))
+        if not woken:
+            self.wake()
 
     def record(self, text: str) -> None:
         """A frame's record; dropped while the viewer's video is skipped."""
@@ -68,13 +71,22 @@ class Subscriber:
             if self.skipping or self._records >= MAX_RECORDS:
                 return
             self._records += 1
-            self._queue.append((RECORD, text))
-        self.wake()
+            woken = self._append((RECORD, text))
+        if not woken:
+            self.wake()
 
     def _put(self, message: Message) -> None:
         with self._lock:
-            self._queue.append(message)
-        self.wake()
+            woken = self._append(message)
+        if not woken:
+            self.wake()
+
+    def _append(self, message: Message) -> bool:
+        """Queues `message` (the caller holds the lock); whether the loop was already woken
+        for what waits (a queue that holds something was woken for its first message)."""
+        woken = bool(self._queue)
+        self._queue.append(message)
+        return woken
 
     def _drop_media(self) -> None:
         """The caller holds the lock."""

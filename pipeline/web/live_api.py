@@ -58,13 +58,12 @@ async def _serve(ws: web.WebSocketResponse, stream: LiveStream) -> None:
         await ws.send_str(unavailable(why))
         return
     reader = asyncio.ensure_future(_reader(ws))
+    reader.add_done_callback(lambda _: wake.set())  # the viewer left: the loop below ends
     try:
-        while not reader.done():
-            waiting = asyncio.ensure_future(wake.wait())
-            await asyncio.wait({waiting, reader}, return_when=asyncio.FIRST_COMPLETED)
-            waiting.cancel()
+        while True:
+            await wake.wait()
             wake.clear()
-            if not await _send(ws, sub):
+            if reader.done() or not await _send(ws, sub):
                 return
     except (ConnectionError, RuntimeError):  # the viewer went away mid-send
         return

@@ -89,18 +89,21 @@ class PictureWaits:
     async def next(self, camera: str, after: int, timeout: float) -> Picture | None:
         """The camera's newest picture once it is not the one numbered `after` (None after `timeout`)."""
         deadline = time.monotonic() + timeout
-        while (picture := self.preview.latest(camera, after, timeout=0)) is None:
+        while True:
+            made = self._waiting.setdefault(camera, asyncio.Event())  # before looking: `_made` then sees it
+            if (picture := self.preview.latest(camera, after, timeout=0)) is not None:
+                return picture
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
-            made = self._waiting.setdefault(camera, asyncio.Event())
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(made.wait(), left)
-        return picture
 
     def _made(self, camera: str) -> None:
+        """On the encoder's thread: wakes the loop only where a reader waits for `camera` (a
+        reader between two polls of its stills waits for nothing: no wake for its pictures)."""
         loop = self.loop
-        if loop is not None and not loop.is_closed():
+        if camera in self._waiting and loop is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):  # closed meanwhile
                 loop.call_soon_threadsafe(self._wake, camera)
 

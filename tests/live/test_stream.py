@@ -128,6 +128,25 @@ def test_a_viewer_queue_overflow_resumes_at_a_keyframe():
     assert sub.skipped == MAX_FRAGMENTS + 2
 
 
+def test_a_viewers_loop_is_woken_once_for_what_waits_and_again_after_it_takes():
+    wakes: list[int] = []
+    sub = Subscriber(lambda: wakes.append(1))
+    sub.init(b"init")
+    sub.fragment(b"k", True)
+    sub.record("r")
+    assert len(wakes) == 1  # the loop has not taken yet: one wake covers all three
+    assert [p for _, p in sub.take()] == [b"init", b"k", "r"]
+    sub.fragment(b"p", False)
+    assert len(wakes) == 2
+    for _ in range(MAX_FRAGMENTS + 1):  # overflow: the queue is emptied, the viewer skips to a keyframe
+        sub.fragment(b"p", False)
+    sub.control("kept")  # still waiting after the drop: woken for it
+    assert len(wakes) == 3
+    assert [p for _, p in sub.take()] == ["kept"]
+    sub.fragment(b"k2", True)
+    assert len(wakes) == 4 and [p for _, p in sub.take()] == [b"k2"]
+
+
 def test_a_codec_the_page_cannot_play_is_unavailable(tmp_path):
     hevc = numbered_clip(str(tmp_path / "h.mp4"), frames=5, codec="libx265")
     live = LiveStream("cam", "sub")
