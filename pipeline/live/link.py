@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol
 
+import av
+
 from pipeline.live.fmp4 import TICKS, codec_string
 from pipeline.recording.keyframe_params import described, remade
 
@@ -36,6 +38,15 @@ class Ends:
     end_pts: int | None = None
 
 
+def refusal(video) -> str | None:
+    """Why the page cannot play a connection's video (None: it can)."""
+    if video.codec_context.name != "h264":
+        return f"its video is {video.codec_context.name}: the live page plays H.264 only"
+    if video.container.format.flags & av.format.Flags.no_timestamps.value:  # a raw .h264: nothing to place pictures by
+        return "its video has no timestamps (a raw stream): the live page cannot place its pictures in time"
+    return None
+
+
 class LiveLink:
     """A connection on the live timeline (`offset`: ticks, set at its first keyframe)."""
 
@@ -48,8 +59,7 @@ class LiveLink:
         self.width, self.height = video.codec_context.width, video.codec_context.height
         self.params = (self.codec, self.width, self.height, self.extradata)
         self.fps = float(rate) if rate else 0.0
-        self.refused = None if self.codec == "h264" else \
-            f"its video is {self.codec}: the live page plays H.264 only"
+        self.refused = refusal(video)
         self.template, self._holder = remade(video) if self.refused is None else (None, None)
         self.beside = beside
         self.offset: int | None = None

@@ -154,5 +154,20 @@ def test_a_codec_the_page_cannot_play_is_unavailable(tmp_path):
     assert "hevc" in (live.subscribe(Subscriber()) or "")
 
 
+def test_a_stream_without_timestamps_is_unavailable_and_says_so(clip, tmp_path):
+    """A raw H.264 file has no timestamps: its viewers hear why at once instead of waiting
+    for a first keyframe that never goes on."""
+    raw = str(tmp_path / "b.h264")
+    with av.open(clip) as src, av.open(raw, "w", format="h264") as out:
+        video = out.add_stream_from_template(src.streams.video[0])
+        for p in src.demux(src.streams.video[0]):
+            if p.size:
+                p.stream = video
+                out.mux(p)
+    live = LiveStream("cam", "sub")
+    play(live, raw)
+    assert "no timestamps" in (live.subscribe(Subscriber()) or "")
+
+
 def test_a_stream_with_no_packets_yet_is_unavailable():
     assert LiveStream("cam", "sub").subscribe(Subscriber()) == stream_module.NOT_YET
