@@ -5,7 +5,8 @@ init segment, then one fragment per picture at the clip's rate, each followed by
 picture's frame record (`t`: its media time, read from the fragment's `tfdt`). The
 fragments are the clip's packets remuxed by PyAV (copied, never re-encoded), as the
 server's own stream makes them. `mode` makes it answer otherwise: `hevc` (an init naming a
-codec the browser cannot play), `unavailable`, `refused` (no WebSocket: 404).
+codec the browser cannot play), `unavailable`, `refused` (no WebSocket: 404), `main-hevc`
+(the main stream unavailable for its codec, the sub-stream playing).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import numpy as np
 from aiohttp import WSMsgType, web
 
 WEB = Path(__file__).resolve().parents[2] / "pipeline" / "web"
+HEVC_MAIN = "its video is hevc: the live page plays H.264 only"
 PAGES = {"/": "page.html", "/review": "review.html", "/static/playback.js": "playback.js",
          "/static/overlay.js": "overlay.js"}
 
@@ -92,6 +94,7 @@ class FakeLive:
     close_after: int | None = None
     box_scale: int = 1  # the records' boxes in pixels this many times the video's (a sub-stream's, in its main stream's)
     sockets: int = 0
+    streams: list[str] = field(default_factory=list)  # the stream each socket asked for
     sent: int = 0
     still: bytes = field(default=b"")
 
@@ -119,8 +122,10 @@ async def live_socket(fake: FakeLive, request: web.Request) -> web.StreamRespons
     ws = web.WebSocketResponse()
     await ws.prepare(request)
     fake.sockets += 1
-    if fake.mode == "unavailable":
-        await ws.send_str(json.dumps({"type": "unavailable", "why": "the camera is decoded only"}))
+    fake.streams.append(request.query.get("stream", "sub"))
+    if fake.mode == "unavailable" or (fake.mode == "main-hevc" and fake.streams[-1] == "main"):
+        why = "the camera is decoded only" if fake.mode == "unavailable" else HEVC_MAIN
+        await ws.send_str(json.dumps({"type": "unavailable", "why": why}))
         await ws.receive()
         return ws
     codec = "hvc1.1.6.L93.B0" if fake.mode == "hevc" else fake.codec

@@ -15,7 +15,7 @@ from pipeline.drawing import class_color
 from web_support import browser, outline_drawn, wait_for
 
 pytest.importorskip("skimage.data", reason="scikit-image provides the photo moved in the synthetic clip")
-from live_fake import FakeLive, fragment, jpeg, serve  # noqa: E402
+from live_fake import HEVC_MAIN, FakeLive, fragment, jpeg, serve  # noqa: E402
 from synthetic import Mover, picture, render  # noqa: E402
 
 FPS, FRAMES, SIZE = 15, 60, (640, 360)
@@ -104,3 +104,23 @@ def test_a_tile_that_cannot_play_video_shows_the_stills_and_says_why(clip, mode,
     assert state == {"said": why, "video": True, "img": False}
     if mode != "hevc":
         assert said and set(said) == {why}, said
+
+
+def test_full_size_plays_the_sub_stream_and_says_why_where_the_main_stream_cannot_play(clip):
+    """A camera whose main stream is HEVC (the common case: H.265 main, H.264 sub) opened
+    full size plays its sub-stream's video, saying why, not the stills."""
+    fake, base, stop = fake_server(clip, mode="main-hevc")
+    d = browser()
+    try:
+        d.get(base + "/")
+        wait_for(lambda: d.execute_script(TILE + "return v && !v.hidden && v.currentTime > 0.5"), 60)
+        d.execute_script(TILE + "el.querySelector('.full-size').click()")
+        said = wait_for(lambda: d.execute_script(TILE + """const t = el.querySelector('.mode').textContent;
+            return el.classList.contains('full') && !v.hidden && t.includes('sub-stream (') && t"""), 30)
+        at = d.execute_script(TILE + "return v.currentTime")
+        moved = wait_for(lambda: d.execute_script(TILE + "return v.currentTime") > at + 0.5, 30)
+    finally:
+        d.quit()
+        stop()
+    assert said == f"video · 0.5 s behind live · sub-stream (main stream: {HEVC_MAIN})"
+    assert moved and fake.streams[:3] == ["sub", "main", "sub"]
