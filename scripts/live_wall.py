@@ -19,7 +19,8 @@ after a seek back once more), the delay behind the live edge
 (buffered end less the picture shown), the seeks to the live edge, the share of presented
 pictures with their own boxes, with the last analysed frame's (held) and without, and the
 latency from a frame's capture to its picture's presentation (median, P95 of all pictures);
-the CPU of the pipeline and of Chromium (% of one core) and the frames the pipeline dropped.
+the CPU of the pipeline and of Chromium (% of one core) and the frames the pipeline dropped;
+the tiles out of the window's view, which the page does not play (`--height` holds them).
 
     python scripts/live_wall.py [--cameras 16] [--rtsp 4] [--hevc 0] [--seconds 60] [--warmup 15]
                                 [--detect-fps 0] [--rounds 1] [--screenshot wall.png]
@@ -62,6 +63,15 @@ return [...document.querySelectorAll(".tile")].map((t) => {
     own: o.withBoxes, held: o.held, without: o.withoutBoxes, latency: o.latency.slice(),
     shown: o.log.map((e) => e[0])}];
 });
+"""
+
+
+# tiles wholly below or above the window: the page plays a tile only while it is in view
+OUT_OF_VIEW = """
+return [...document.querySelectorAll(".tile")].filter((t) => {
+  const r = t.getBoundingClientRect();
+  return r.top >= window.innerHeight || r.bottom <= 0;
+}).length;
 """
 
 
@@ -166,6 +176,7 @@ def measure(args: argparse.Namespace, folder: str) -> dict:
         time.sleep(args.seconds)
         last, cpu1, lost1, wall = tiles(d), (cpu_seconds(proc.pid), cpu_of(browser_pids)), dropped(port), \
             time.monotonic() - wall0
+        out_of_view = d.execute_script(OUT_OF_VIEW)
         if args.screenshot:
             d.save_screenshot(args.screenshot)
         if args.full_screenshot:
@@ -195,7 +206,8 @@ def measure(args: argparse.Namespace, folder: str) -> dict:
                          "own": (b["own"] - a["own"]) / pictures, "held": (b["held"] - a["held"]) / pictures,
                          "without": (b["without"] - a["without"]) / pictures, "latency": b["latency"]}
     return {"tiles": per_tile, "pipeline_cpu": 100 * (cpu1[0] - cpu0[0]) / wall,
-            "chromium_cpu": 100 * (cpu1[1] - cpu0[1]) / wall, "pipeline_dropped": lost1 - lost0}
+            "chromium_cpu": 100 * (cpu1[1] - cpu0[1]) / wall, "pipeline_dropped": lost1 - lost0,
+            "out_of_view": out_of_view}
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -206,7 +218,7 @@ def quantile(values: list[float], q: float) -> float:
 def report(r: dict) -> dict:
     playing = [t for t in r["tiles"].values() if t]
     latency = [x for t in playing for x in t["latency"]]
-    row = {"tiles": len(r["tiles"]), "playing": len(playing),
+    row = {"tiles": len(r["tiles"]), "playing": len(playing), "out_of_view": r["out_of_view"],
            "presented_median": statistics.median(t["presented"] for t in playing) if playing else 0.0,
            "presented_worst": min((t["presented"] for t in playing), default=0.0),
            "composited_median": statistics.median(t["composited"] for t in playing) if playing else 0.0,
@@ -256,7 +268,8 @@ def main() -> None:
     print(f"{args.cameras} tiles ({args.rtsp} RTSP, {args.hevc} HEVC) 640x360 {FPS} fps, {args.seconds:g} s, "
           f"detector {'yolox_nano at %g fps' % args.detect_fps if args.detect_fps else 'none'} "
           f"(median of {args.rounds}):")
-    print(f"  playing {med['playing']:g} of {med['tiles']:g}; presented median {100 * med['presented_median']:.1f}%, "
+    unseen = f" ({med['out_of_view']:g} out of view: a larger --height)" if med["out_of_view"] else ""
+    print(f"  playing {med['playing']:g} of {med['tiles']:g}{unseen}; presented median {100 * med['presented_median']:.1f}%, "
           f"worst tile {100 * med['presented_worst']:.1f}% (composited, repeats included, "
           f"{100 * med['composited_median']:.1f}%); behind live {med['behind_median'] or 0:.2f} s, "
           f"seeks {med['seeks']:g}")
