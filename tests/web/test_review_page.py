@@ -398,12 +398,15 @@ def test_the_page_opens_on_the_day_with_a_row_of_activity_for_every_camera(revie
         players = wait_for(lambda: d.execute_script("return view.players.every((p) => p.video.readyState >= 2 && "
                                                     "!p.video.seeking && p.frames.length > 0) && view.players.length"), 30)
         # each paused on its nearest picture with boxes (a camera with a stride has rows for every other one)
-        wanted = d.execute_script("""return view.players.map((p) => {
+        picked = d.execute_script("""return view.players.map((p) => {
             const v = p.video, f = p.frames.filter((f) => f.detections.length)
               .reduce((a, b) => Math.abs(b.t - v.currentTime) < Math.abs(a.t - v.currentTime) ? b : a);
-            v.pause(); v.currentTime = f.t; return f.detections.length; })""")
-        drawn = wait_for(lambda: d.execute_script("return view.players.every((p) => !p.video.seeking && p.drawn) "
-                                                  "&& view.players.map((p) => p.drawn)"), 10)
+            v.pause(); v.currentTime = f.t; return [f.detections.length, f.seq]; })""")
+        wanted, seqs = [n for n, _ in picked], [seq for _, seq in picked]
+        # drawn once each player shows its picked row (`seeking` ends a task before `seeked` draws)
+        drawn = wait_for(lambda: d.execute_script("return view.players.every((p, i) => !p.video.seeking && "
+                                                  "p.shown === arguments[0][i]) && view.players.map((p) => p.drawn)",
+                                                  seqs), 10)
         shot = screenshot(d)
         d.find_element(By.ID, "next-day").click()
         empty = wait_for(lambda: d.execute_script(
