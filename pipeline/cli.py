@@ -80,6 +80,10 @@ def _run_problems(args: argparse.Namespace) -> list[str]:
         problems.append(f"--max-frames: must be >= 1, got {args.max_frames}")
     if args.cameras is not None and not [c for c in args.cameras.split(",") if c]:
         problems.append("--cameras: expected camera ids separated by commas")
+    if args.processes is not None and args.processes < 1:
+        problems.append(f"--processes: must be >= 1, got {args.processes}")
+    if args.processes and args.cluster:
+        problems.append("--processes: spreads the cameras over this machine; --cluster over a Ray cluster: give one")
     if args.host_timeout is not None and args.host_timeout <= 0:
         problems.append(f"--host-timeout: must be > 0 seconds, got {args.host_timeout:g}")
     return problems
@@ -98,10 +102,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _problems(problems)
     cameras = [c for c in args.cameras.split(",") if c] if args.cameras is not None else None
     try:
-        if args.cluster:
+        if args.cluster or _processes(args) > 1:
             from pipeline.cluster.checks import check_for_cluster
 
-            checked = check_for_cluster(args.config, args.output, args.report, cameras)
+            checked = check_for_cluster(args.config, args.output, args.report, cameras, processes=not args.cluster)
         else:
             checked = check(args.config, args.output, args.report, cameras, for_run=True)
         register_config(checked.config)
@@ -113,7 +117,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                              prometheus_port=None if args.cluster else config.metrics.prometheus_port)
         with OutputLock(config.outputs.dir):
             runner = _runner(args, config, checked)
-            if not args.cluster:
+            if not args.cluster and _processes(args) == 1:
                 options.reload = _reloader(args, runner, cameras)
             return run(runner, options)
     except PipelineError as e:
@@ -130,8 +134,17 @@ def _reloader(args: argparse.Namespace, pipeline, cameras: list[str] | None):
     return reloader
 
 
+def _processes(args: argparse.Namespace) -> int:
+    return args.processes or 1
+
+
 def _runner(args: argparse.Namespace, config, checked):
-    """The graph to run: a `Pipeline` here, or a `ClusterRun` of hosts on Ray."""
+    """The graph to run: a `Pipeline` here, a `ProcessRun` of host processes of this
+    machine, or a `ClusterRun` of hosts on Ray."""
+    if _processes(args) > 1:
+        from pipeline.cluster.process_run import ProcessRun
+
+        return ProcessRun(config, args.processes, args.max_frames, args.host_timeout or 5.0)
     if args.cluster:
         from pipeline.cluster.ray_run import ClusterOptions, ClusterRun
 
@@ -306,13 +319,16 @@ def _add_run(sub) -> None:
     run.add_argument("--cameras", help="comma-separated camera ids to run (default: all)")
     run.add_argument("--report", help="write the metrics report as JSON here")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    run.add_argument("--processes", type=int, metavar="N",
+                     help="spread the cameras over N processes of this machine (many cheap cameras on several cores)")
     run.add_argument("--cluster", metavar="ADDRESS",
                      help="run the cameras on a Ray cluster: local, auto, or a Ray address (pip install '.[cluster]')")
     run.add_argument("--hosts", type=int, help="with --cluster: pipeline hosts to start (default: one per GPU, "
                                                "else one per --cpus-per-host CPUs)")
     run.add_argument("--cpus-per-host", type=int, default=1, help="with --cluster: CPUs each host takes")
     run.add_argument("--host-timeout", type=float, metavar="SECONDS",
-                     help="with --cluster: a host silent this long is lost: killed, its cameras moved (default 5)")
+                     help="with --cluster or --processes: a host silent this long is lost: killed, its cameras "
+                          "moved (default 5)")
     run.set_defaults(func=cmd_run)
 
 
@@ -395,6 +411,8 @@ def _add_bench(sub) -> None:
                             "the --density clip (a file or a made clip, e.g. 360p-idle beside 1080p-idle)")
     bench.add_argument("--fps", type=int, help="with --density: the made clip's frame rate (default 15)")
     bench.add_argument("--runs", type=int, default=1, help="with --density: rounds, each figure their median")
+    bench.add_argument("--processes", type=int, metavar="N",
+                       help="with --density: the cameras spread over N processes (as `run --processes N`)")
     bench.add_argument("--scenario", choices=("both", "spread", "in-step"), default="both",
                        help="with --density: the cameras' clips started at spread points (their activity not at once), "
                             "in step (everyone's active stretch at once: the worst case), or both (default)")

@@ -125,33 +125,55 @@ def busy_s() -> float | None:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def run_level(config: Config, clip: str, n: int, fps: float, seconds: float, detect_clip: str | None = None,
-              spread: bool = False) -> dict:
-    """One level: `n` cameras for `seconds`, drained, judged on what came after its first
-    `warm-up` seconds (sessions, threads and the cameras' first frames settling)."""
+def _runner(config: Config, processes: int):
+    """One process's `Pipeline` (its latency timeline kept), or `processes` host processes."""
+    if processes > 1:
+        from pipeline.cluster.checks import processes_problems
+        from pipeline.cluster.process_run import ProcessRun
+
+        config, problems = processes_problems(config)
+        if problems:  # the caller checked the config first
+            raise ValueError("; ".join(problems))
+        return ProcessRun(config, processes)
     from pipeline.graph import Pipeline
 
+    return Pipeline(config, timeline=True)
+
+
+def _cpu_s(runner) -> float:
+    """CPU seconds this process and the runner's host processes (if any) have used."""
+    t = os.times()
+    return t.user + t.system + sum(cpu_s(f"/proc/{pid}/stat") or 0.0 for pid in getattr(runner, "pids", list)())
+
+
+def run_level(config: Config, clip: str, n: int, fps: float, seconds: float, detect_clip: str | None = None,
+              spread: bool = False, processes: int = 1) -> dict:
+    """One level: `n` cameras for `seconds`, drained, judged on what came after its first
+    `warm-up` seconds (sessions, threads and the cameras' first frames settling);
+    `processes`: the cameras spread over that many host processes (`run --processes`),
+    judged on their whole run's latency (the hosts report no timeline)."""
     folder = tempfile.mkdtemp(prefix="bench-density-")
     try:
         cfg = with_density_cameras(config, clip, n, fps, detect_clip, spread).with_output_dir(folder)
-        p = Pipeline(cfg, timeline=True)
+        p = _runner(cfg, processes)
         warmup = min(WARMUP_S, seconds / 4)
-        cpu0, busy0, early = os.times(), busy_s(), None
+        cpu0, busy0, early = _cpu_s(p), busy_s(), None
         t0 = time.perf_counter()
         p.start()
         while not p.wait(0.2):
-            p.metrics.sample_process()
+            if processes == 1:
+                p.metrics.sample_process()
             if early is None and time.perf_counter() - t0 >= warmup:
                 early = p.snapshot()
             if time.perf_counter() - t0 >= seconds:
                 p.stop()
         wall = time.perf_counter() - t0
-        cpu1, busy1 = os.times(), busy_s()
+        cpu1, busy1 = _cpu_s(p), busy_s()
         p.close()
         snap = p.snapshot()
-        ours = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+        ours = cpu1 - cpu0
         others = None if busy0 is None or busy1 is None else max(0.0, busy1 - busy0 - ours) / wall
-        settled = [lat for t, lat in p.metrics.timeline or [] if t - t0 >= warmup]
+        settled = None if processes > 1 else [lat for t, lat in p.metrics.timeline or [] if t - t0 >= warmup]
         return judge(cfg, snap, folder, n, wall, ours, others, early, settled)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -222,10 +244,10 @@ def search(level: Level, limit: int = 64) -> dict:
 
 
 def bench_density(config: Config, clip: str, fps: float, seconds: float, runs: int = 1, limit: int = 64,
-                  detect_clip: str | None = None, scenarios: tuple[str, ...] = SCENARIOS) -> dict:
+                  detect_clip: str | None = None, scenarios: tuple[str, ...] = SCENARIOS, processes: int = 1) -> dict:
     """Per scenario, the search for the config as given and with today's default outputs,
-    in turns (`detect_clip`: every camera's sub-stream, in both). Results are keyed
-    "<scenario>: <design>"."""
+    in turns (`detect_clip`: every camera's sub-stream, in both; `processes`: the cameras
+    spread over that many host processes). Results are keyed "<scenario>: <design>"."""
     designs = {"as configured": config, "default outputs": with_default_outputs(config)}
     turns = {f"{scenario}: {name}": (scenario, cfg) for scenario in scenarios for name, cfg in designs.items()}
     rounds: dict[str, list[dict]] = {key: [] for key in turns}
@@ -233,18 +255,20 @@ def bench_density(config: Config, clip: str, fps: float, seconds: float, runs: i
         for key, (scenario, cfg) in turns.items():
             log.info("density: round %d of %d, %s", r + 1, runs, key)
             rounds[key].append(search(lambda n: run_level(cfg, clip, n, fps, seconds, detect_clip,
-                                                          scenario == "spread"), limit))
+                                                          scenario == "spread", processes), limit))
     held = {key: statistics.median(s["held"] for s in rs) for key, rs in rounds.items()}
     ratio = {scenario: round(held[f"{scenario}: as configured"] / held[f"{scenario}: default outputs"], 2)
              if held[f"{scenario}: default outputs"] else None for scenario in scenarios}
-    return {"clip": clip, "detect_clip": detect_clip, "fps": fps, "seconds": seconds, "runs": runs,
+    return {"clip": clip, "detect_clip": detect_clip, "fps": fps, "seconds": seconds, "runs": runs, "processes": processes,
             "scenarios": list(scenarios), "held": held, "ratio": ratio, "rounds": rounds}
 
 
 def table(result: dict) -> str:
     sub = result.get("detect_clip")
     head = (f"{os.path.basename(result['clip'])}" + (f" (analysing {os.path.basename(sub)})" if sub else "")
-            + f" at {result['fps']:g} fps, {result['seconds']:g} s per level, median of {result['runs']}, held:")
+            + f" at {result['fps']:g} fps, {result['seconds']:g} s per level, median of {result['runs']}"
+            + (f", cameras spread over {result['processes']} processes" if result.get("processes", 1) > 1 else "")
+            + ", held:")
     lines = [head]
     for scenario in result["scenarios"]:
         mine, base = result["held"][f"{scenario}: as configured"], result["held"][f"{scenario}: default outputs"]

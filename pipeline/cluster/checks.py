@@ -38,7 +38,24 @@ def cluster_problems(config: Config) -> tuple[Config, list[str]]:
     return replace(config, outputs=replace(out, video=video, jsonl=jsonl)), problems
 
 
+def processes_problems(config: Config) -> tuple[Config, list[str]]:
+    """A cluster's demands, and what host processes of one machine cannot share: one web
+    server's port (each camera's live pictures and video are in its own process), and the
+    one Home Assistant node whose availability a process's last will would take down."""
+    config, problems = cluster_problems(config)
+    if config.outputs.web is not None:
+        problems.append("outputs.web: --processes serves no web page (each process holds its own cameras' live "
+                        "view): run without --processes, or leave outputs.web out")
+    mqtt = config.outputs.events.mqtt
+    if mqtt is not None and mqtt.homeassistant is not None:
+        problems.append("outputs.events.mqtt.homeassistant: --processes cannot announce one Home Assistant node "
+                        "from several processes: run without --processes, or leave homeassistant out")
+    return config, problems
+
+
 def check_for_cluster(config_path: str, output_dir: str | None, report: str | None,
-                      cameras: list[str] | None) -> Checked:
-    """`preflight.check` for a cluster run: its demands added, no model opened here."""
-    return check(config_path, output_dir, report, cameras, for_run=True, adjust=cluster_problems, models=False)
+                      cameras: list[str] | None, processes: bool = False) -> Checked:
+    """`preflight.check` for a cluster run (`processes`: host processes of this machine):
+    its demands added, no model opened here."""
+    return check(config_path, output_dir, report, cameras, for_run=True, models=False,
+                 adjust=processes_problems if processes else cluster_problems)

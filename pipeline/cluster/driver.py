@@ -228,6 +228,67 @@ class ClusterDriver:
         return {k: v for h in self.hosts.values() if h.status for k, v in h.status.outputs_failed.items()}
 
 
+class HostsRun:
+    """What a run of hosts under the driver (`ClusterRun` on Ray, `ProcessRun` over this
+    machine's processes) shows the one run loop the same way: `wait` polls the hosts until
+    the cameras are done or every host stopped; `stop` asks every living host to drain (or
+    abort), the calls sent from the loop's thread (`_send_stops`, each through
+    `_send_stop`); the snapshot and failed outputs are the driver's."""
+
+    driver: ClusterDriver
+
+    def __init__(self) -> None:
+        self._stops: dict[str, object] = {}  # host -> its pending `stop` call
+        self._stop: bool | None = None  # None: running; False: drain; True: abort
+        self._aborts: set[str] = set()  # hosts told to abort
+
+    def _send_stop(self, host: HostState, abort: bool) -> object:
+        raise NotImplementedError
+
+    def _stopped(self) -> bool:
+        """Every stop sent has been answered."""
+        raise NotImplementedError
+
+    def _polled(self) -> None:
+        """After each poll (the cluster serves its control requests here)."""
+
+    def start(self) -> None:
+        self.driver.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        deadline = time.monotonic() + (timeout or 0.0)
+        while True:
+            self._send_stops()
+            self.driver.poll()
+            self._polled()
+            if self.driver.finished() or (self._stops and self._stopped()):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(min(self.driver.poll_s, max(0.0, deadline - time.monotonic())))
+
+    def stop(self, abort: bool = False) -> None:
+        """Every host is to stop its cameras and drain (`abort`: at once). Called from a
+        signal handler: the calls go out from `wait` (or `close`)."""
+        self._stop = bool(self._stop) or abort
+
+    def _send_stops(self) -> None:
+        if self._stop is None:
+            return
+        for h in self.driver.alive():
+            if h.name not in self._stops or (self._stop and h.name not in self._aborts):
+                self._stops[h.name] = self._send_stop(h, self._stop)
+                if self._stop:
+                    self._aborts.add(h.name)
+
+    def snapshot(self) -> Snapshot:
+        return self.driver.snapshot()
+
+    @property
+    def outputs_failed(self) -> dict[str, str]:
+        return self.driver.outputs_failed
+
+
 def merged_snapshot(driver: ClusterDriver) -> Snapshot:
     """The hosts' statuses merged: latency histograms and event counts added up, engines
     by host, every camera's counters from where it runs."""

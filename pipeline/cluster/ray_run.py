@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from pipeline.cluster.driver import ClusterDriver, HostGone, HostState
+from pipeline.cluster.driver import ClusterDriver, HostGone, HostsRun, HostState
 from pipeline.cluster.host import PipelineHost
 from pipeline.config import Config, SourceConfig
 from pipeline.control import CameraControl
@@ -158,7 +158,7 @@ class ClusterOptions:
     host_timeout_s: float = 5.0
 
 
-class ClusterRun:
+class ClusterRun(HostsRun):
     """`pipeline run --cluster`, shaped for the one run loop (`pipeline.runloop.run`):
     `wait` polls the hosts and serves `pipeline cluster` requests; `stop` drains (or
     aborts) every host; `close` collects their last statuses and leaves Ray."""
@@ -179,25 +179,11 @@ class ClusterRun:
             raise
         self.driver = ClusterDriver(config, self.hosts, ray_call, kill_host, host_timeout_s=options.host_timeout_s)
         self.control = CameraControl(self, config)
-        self._stops: dict[str, object] = {}  # host -> its pending `stop` call
-        self._stop: bool | None = None  # None: running; False: drain; True: abort
-        self._aborts: set[str] = set()  # hosts told to abort
+        HostsRun.__init__(self)
 
-    def start(self) -> None:
-        self.driver.start()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        deadline = time.monotonic() + (timeout or 0.0)
-        while True:
-            self._send_stops()
-            self.driver.poll()
-            self._serve(self.ray.get(self.mailbox.take.remote()))
-            self.mailbox.publish.remote(self.snapshot().redacted())
-            if self.driver.finished() or (self._stops and self._stopped()):
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(min(self.driver.poll_s, max(0.0, deadline - time.monotonic())))
+    def _polled(self) -> None:
+        self._serve(self.ray.get(self.mailbox.take.remote()))
+        self.mailbox.publish.remote(self.snapshot().redacted())
 
     def _serve(self, requests: list[dict]) -> None:
         """`pipeline cluster add|remove`, checked as the web API's are (`CameraControl`)."""
@@ -226,19 +212,8 @@ class ClusterRun:
     def cameras(self) -> list[str]:
         return self.driver.running()
 
-    def stop(self, abort: bool = False) -> None:
-        """Every host is to stop its cameras and drain (`abort`: at once). Called from a
-        signal handler: the calls go out from `wait` (or `close`)."""
-        self._stop = bool(self._stop) or abort
-
-    def _send_stops(self) -> None:
-        if self._stop is None:
-            return
-        for h in self.driver.alive():
-            if h.name not in self._stops or (self._stop and h.name not in self._aborts):
-                self._stops[h.name] = h.handle.stop.remote(self._stop)
-                if self._stop:
-                    self._aborts.add(h.name)
+    def _send_stop(self, host: HostState, abort: bool) -> object:
+        return host.handle.stop.remote(abort)
 
     def _stopped(self) -> bool:
         _, pending = self.ray.wait(list(self._stops.values()), num_returns=len(self._stops), timeout=0)
@@ -263,12 +238,6 @@ class ClusterRun:
         finally:
             self.ray.shutdown()
 
-    def snapshot(self) -> Snapshot:
-        return self.driver.snapshot()
-
-    @property
-    def outputs_failed(self) -> dict[str, str]:
-        return self.driver.outputs_failed
 
 
 def cluster_command(args) -> int:

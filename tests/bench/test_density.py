@@ -93,3 +93,12 @@ def test_spread_cameras_start_the_clip_and_its_sub_stream_at_the_same_keyframe_s
         firsts.append(one.to_ndarray(format="gray")[::2, ::2].astype(int))
         assert abs(firsts[-1] - other.to_ndarray(format="gray").astype(int)).mean() < 8  # the same picture
     assert len({f.tobytes() for f in firsts}) == 4  # four cameras, four starts: none in step
+
+
+def test_a_level_spread_over_host_processes_is_judged_on_all_their_cameras_and_json_lines(tmp_path, sample_path, model_path):
+    clip = clips.camera_clip(tmp_path / "clip.mp4", clips.Encoding(size=(320, 180), fps=5), seconds=1,
+                             source=sample_path("bikes.mp4"))
+    cfg = config(tmp_path, sample_path, model_path, {"video": {"enabled": False}})
+    level = density.run_level(cfg, clip, 2, 5, seconds=2.0, processes=2)
+    assert level["cameras"] == 2 and level["decoded"] >= 10 and level["processed"] >= 10
+    assert "JSON lines short" not in level["why"]  # one file per camera, as `run --processes` writes

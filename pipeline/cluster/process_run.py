@@ -1,0 +1,63 @@
+"""`pipeline run --processes N`: the config's cameras spread over N host processes of this
+machine (`processes`), placed, watched and merged by the cluster's driver, shaped for the
+one run loop (`pipeline.runloop.run`) as `ClusterRun` is.
+
+A host process that dies is lost as a cluster host is: its cameras' writers fenced, the
+cameras resumed on the others from where their outputs end.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from pipeline.cluster.driver import ClusterDriver, HostsRun, HostState
+from pipeline.cluster.processes import kill_process, process_call, start_processes
+from pipeline.config import Config
+from pipeline.config.limits import visible_cores
+
+log = logging.getLogger("pipeline.cluster")
+
+
+def cores_each(processes: int) -> int:
+    """The cores each host plans its threads for: the machine's, shared."""
+    return max(1, visible_cores() // processes)
+
+
+class ProcessRun(HostsRun):
+    """`wait` polls the hosts; `stop` drains (or aborts) every host; `close` collects their
+    last statuses and ends their processes."""
+
+    def __init__(self, config: Config, processes: int, max_frames: int | None = None, host_timeout_s: float = 5.0):
+        if len(config.sources) < processes:  # a host with no camera would only hold its models
+            log.info("--processes %d: %d camera(s), so %d process(es)", processes, len(config.sources),
+                     max(1, len(config.sources)))
+            processes = max(1, len(config.sources))
+        self.hosts = start_processes(config, processes, cores_each(processes), max_frames)
+        self.driver = ClusterDriver(config, self.hosts, process_call, kill_process, host_timeout_s=host_timeout_s)
+        super().__init__()
+
+    def pids(self) -> list[int]:
+        return [h.handle.process.pid for h in self.hosts]
+
+    def _send_stop(self, host: HostState, abort: bool) -> int:
+        return host.handle.send("stop", abort)
+
+    def _stopped(self) -> bool:
+        return all(h.handle.answered(self._stops[h.name]) for h in self.driver.alive() if h.name in self._stops)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """The hosts' last statuses (stopped now if they were not), then their processes end."""
+        try:
+            self.stop(bool(self._stop))
+            self._send_stops()
+            deadline = time.monotonic() + max(timeout, 120.0)
+            for h in self.driver.alive():
+                try:
+                    h.status = h.handle.answer(self._stops[h.name], deadline)
+                except Exception as e:
+                    log.error("host %s: no final status: %s", h.name, e)
+            if self.driver.finished_at is None:
+                self.driver.finished_at = time.monotonic()
+        finally:
+            for h in self.hosts:
+                h.handle.close(10)
