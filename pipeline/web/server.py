@@ -90,9 +90,11 @@ class PictureWaits:
         """The camera's newest picture once it is not the one numbered `after` (None after `timeout`)."""
         deadline = time.monotonic() + timeout
         while True:
-            made = self._waiting.setdefault(camera, asyncio.Event())  # before looking: `_made` then sees it
             if (picture := self.preview.latest(camera, after, timeout=0)) is not None:
-                return picture
+                return picture  # no wait registered: the camera's next picture wakes nobody for it
+            made = self._waiting.setdefault(camera, asyncio.Event())
+            if (picture := self.preview.latest(camera, after, timeout=0)) is not None:
+                return picture  # made between the two looks (`_made` saw no waiter then)
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
