@@ -112,12 +112,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         if checked.problems:
             return _problems(checked.problems)
         config = checked.config
+        hosts = bool(args.cluster) or _processes(args) > 1
+        if hosts and config.metrics.prometheus_port is not None:
+            logging.getLogger("pipeline").warning(
+                "metrics.prometheus_port: not served by a run of hosts (--cluster, --processes): a moved camera's "
+                "counters would go backwards; the summary and --report hold them")
         options = RunOptions(report=config.metrics.report, progress=sys.stderr.isatty() and not args.quiet,
                              log_interval_s=config.metrics.log_interval_s,
-                             prometheus_port=None if args.cluster else config.metrics.prometheus_port)
+                             prometheus_port=None if hosts else config.metrics.prometheus_port)
         with OutputLock(config.outputs.dir):
             runner = _runner(args, config, checked)
-            if not args.cluster and _processes(args) == 1:
+            if not hosts:
                 options.reload = _reloader(args, runner, cameras)
             return run(runner, options)
     except PipelineError as e:

@@ -1,5 +1,5 @@
-"""The one run loop: `pipeline run`, `pipeline run --cluster` and library users run a
-graph (a `Pipeline`, or the cluster's driver) through `run()`, so the progress line, the
+"""The one run loop: `pipeline run`, `pipeline run --cluster | --processes` and library
+users run a graph (a `Pipeline`, or the driver of hosts) through `run()`, so the progress line, the
 signals, the summary, the report and the exit status mean the same everywhere.
 
 Exit status: 0 done; 1 every camera failed, an output could not be written, or an event,
@@ -151,7 +151,8 @@ class Signals:
 def reload_now(options: RunOptions) -> None:
     """A SIGHUP's reload, in the run loop's thread; it logs its own outcome."""
     if options.reload is None:
-        log.warning("SIGHUP: this run cannot reload its config (a --cluster run): restart it to apply changes")
+        log.warning("SIGHUP: this run cannot reload its config (a run of hosts: --cluster, --processes): "
+                    "restart it to apply changes")
         return
     options.reload()
 

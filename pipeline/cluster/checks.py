@@ -21,7 +21,7 @@ def per_camera(filename: str) -> str:
     return f"{stem}.{{camera}}{ext}"
 
 
-def cluster_problems(config: Config) -> tuple[Config, list[str]]:
+def cluster_problems(config: Config, flag: str = "--cluster") -> tuple[Config, list[str]]:
     """A JSON lines file per camera and fragmented video: a host that dies leaves playable
     files, and its cameras resume from them elsewhere. Hosts cannot share one JSON lines
     file, so a shared name gets the camera in it (said once)."""
@@ -29,11 +29,11 @@ def cluster_problems(config: Config) -> tuple[Config, list[str]]:
     out = config.outputs
     jsonl = replace(out.jsonl, filename=per_camera(out.jsonl.filename))
     if out.jsonl.enabled and jsonl.filename != out.jsonl.filename:
-        log.info("outputs.jsonl.filename: a cluster run writes one file per camera: %s", jsonl.filename)
+        log.info("outputs.jsonl.filename: a %s run writes one file per camera: %s", flag, jsonl.filename)
     if not out.jsonl.enabled:
-        problems.append("outputs.jsonl.enabled: --cluster needs the JSON lines (they mark where a camera resumes)")
+        problems.append(f"outputs.jsonl.enabled: {flag} needs the JSON lines (they mark where a camera resumes)")
     if out.video.fragmented is False:
-        problems.append("outputs.video.fragmented: --cluster needs fragmented video (playable after a host dies)")
+        problems.append(f"outputs.video.fragmented: {flag} needs fragmented video (playable after a host dies)")
     video = replace(out.video, fragmented=True)
     return replace(config, outputs=replace(out, video=video, jsonl=jsonl)), problems
 
@@ -42,7 +42,7 @@ def processes_problems(config: Config) -> tuple[Config, list[str]]:
     """A cluster's demands, and what host processes of one machine cannot share: one web
     server's port (each camera's live pictures and video are in its own process), and the
     one Home Assistant node whose availability a process's last will would take down."""
-    config, problems = cluster_problems(config)
+    config, problems = cluster_problems(config, "--processes")
     if config.outputs.web is not None:
         problems.append("outputs.web: --processes serves no web page (each process holds its own cameras' live "
                         "view): run without --processes, or leave outputs.web out")

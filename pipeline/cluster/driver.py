@@ -90,13 +90,10 @@ class ClusterDriver:
 
     def __init__(self, config: Config, hosts: list[HostState], call: Call, kill: Callable[[HostState], None],
                  cost: CostModel | None = None, poll_s: float = 1.0, host_timeout_s: float = 5.0):
-        self.config = config
+        self.config, self.call, self.kill = config, call, kill
         self.hosts = {h.name: h for h in hosts}
-        self.call = call
-        self.kill = kill
         self.cost = cost or CostModel()
-        self.poll_s = poll_s
-        self.host_timeout_s = host_timeout_s
+        self.poll_s, self.host_timeout_s = poll_s, host_timeout_s
         self.cameras: dict[str, CameraRun] = {}
         self.incidents: list[str] = []
         self.work_s = 0.0  # the driver's own time spent in polls, merges and placements
@@ -149,8 +146,15 @@ class ClusterDriver:
             calls.append((host, "add", (st.source, resume)))
         for (host, _, args), (_, result) in zip(calls, self.call(calls, self.host_timeout_s)):
             if isinstance(result, BaseException):
-                log.error("host %s: could not start camera %s: %s", host.name, args[0].id, result)
+                host.cameras.discard(args[0].id)
+                self._cannot_run(args[0].id, f"host {host.name} could not start it: {result}")
         self.work_s += time.perf_counter() - t0
+
+    def _cannot_run(self, camera: str, why: str) -> None:
+        """A camera no host runs: failed in the summary and done, so the run can end."""
+        st = self.cameras[camera]
+        st.host, st.done, st.final = None, True, replace(st.final or CameraSnapshot(), state=CameraState.FAILED.value)
+        log.error("camera %s: %s", camera, why)
 
     def remove(self, camera: str) -> None:
         st = self.cameras.get(camera)
@@ -210,6 +214,8 @@ class ClusterDriver:
         host.cameras.clear()
         if orphans and self.alive():
             self.add([self.cameras[c].source for c in orphans], resumes)
+        for cam in orphans if not self.alive() else ():
+            self._cannot_run(cam, "no pipeline host is left to run it")
 
     def finished(self) -> bool:
         return bool(self.cameras) and all(st.done for st in self.cameras.values())

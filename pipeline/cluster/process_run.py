@@ -18,9 +18,11 @@ from pipeline.config.limits import visible_cores
 log = logging.getLogger("pipeline.cluster")
 
 
-def cores_each(processes: int) -> int:
-    """The cores each host plans its threads for: the machine's, shared."""
-    return max(1, visible_cores() // processes)
+def cores_each(config: Config, processes: int) -> int:
+    """The cores each host plans its threads for: the run's (`runtime.threads`, at most the
+    visible cores), shared."""
+    cores = min(config.runtime.threads or visible_cores(), visible_cores())
+    return max(1, cores // processes)
 
 
 class ProcessRun(HostsRun):
@@ -32,7 +34,7 @@ class ProcessRun(HostsRun):
             log.info("--processes %d: %d camera(s), so %d process(es)", processes, len(config.sources),
                      max(1, len(config.sources)))
             processes = max(1, len(config.sources))
-        self.hosts = start_processes(config, processes, cores_each(processes), max_frames)
+        self.hosts = start_processes(config, processes, cores_each(config, processes), max_frames)
         self.driver = ClusterDriver(config, self.hosts, process_call, kill_process, host_timeout_s=host_timeout_s)
         super().__init__()
 
@@ -46,14 +48,19 @@ class ProcessRun(HostsRun):
         return all(h.handle.answered(self._stops[h.name]) for h in self.driver.alive() if h.name in self._stops)
 
     def close(self, timeout: float = 30.0) -> None:
-        """The hosts' last statuses (stopped now if they were not), then their processes end."""
+        """The hosts' last statuses (stopped now if they were not), then their processes end.
+        An abort asked while they drain (a second Ctrl-C) goes out at once."""
         try:
             self.stop(bool(self._stop))
-            self._send_stops()
             deadline = time.monotonic() + max(timeout, 120.0)
+            while True:
+                self._send_stops()
+                if self._stopped() or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.1)
             for h in self.driver.alive():
                 try:
-                    h.status = h.handle.answer(self._stops[h.name], deadline)
+                    h.status = h.handle.answer(self._stops[h.name], time.monotonic())
                 except Exception as e:
                     log.error("host %s: no final status: %s", h.name, e)
             if self.driver.finished_at is None:

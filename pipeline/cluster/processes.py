@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -36,7 +35,12 @@ from pipeline.errors import StartupError
 log = logging.getLogger("pipeline.cluster")
 
 READY_TIMEOUT_S = 300.0  # a host opens and checks its models before it answers
-ENTRY = "from pipeline.cluster.processes import main; main()"
+# The child's first lines: Ctrl-C and SIGTERM reach the parent too, which tells each host to
+# drain (ignored before any import, so none is cut short); the current folder is not searched
+# for modules (`-c` puts it first: a file there must not shadow the ones the run imports).
+ENTRY = ("import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+         "signal.signal(signal.SIGTERM, signal.SIG_IGN); sys.path[:] = [p for p in sys.path if p]; "
+         "from pipeline.cluster.processes import main; main()")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(pipeline.__file__)))
 
 
@@ -50,10 +54,8 @@ def _logging_of(level: int) -> None:
 
 
 def main() -> None:
-    """The child's entry: its end of the socket pair is the fd named on its command line;
-    the first message says what to host."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C and SIGTERM reach the parent too,
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # which tells each host to drain
+    """The child's entry (after `ENTRY`'s first lines): its end of the socket pair is the
+    fd named on its command line; the first message says what to host."""
     conn = Connection(int(sys.argv[1]))
     try:
         name, config, cores, max_frames, level = conn.recv()
@@ -113,6 +115,7 @@ class HostProcess:
         self._conn = Connection(ours.detach())
         self._sending = threading.Lock()
         self._answers: dict[int, tuple[bool, object]] = {}
+        self._abandoned: set[int] = set()  # calls whose caller stopped waiting: their answers are dropped
         self._changed = threading.Condition()
         self._count = 0
         self.gone: str | None = None
@@ -141,8 +144,11 @@ class HostProcess:
             except (EOFError, OSError):
                 break
             with self._changed:
-                self._answers[number] = (ok, value)
-                self._changed.notify_all()
+                if number in self._abandoned:
+                    self._abandoned.discard(number)
+                else:
+                    self._answers[number] = (ok, value)
+                    self._changed.notify_all()
         try:
             code = self.process.wait(5)
         except subprocess.TimeoutExpired:
@@ -164,6 +170,7 @@ class HostProcess:
                     raise HostGone(self.gone)
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    self._abandoned.add(number)
                     raise TimeoutError("no answer in time")
                 self._changed.wait(left)
             ok, value = self._answers.pop(number)

@@ -19,7 +19,8 @@ def post(ask: Ask) -> Reply:
     if control is None:
         return Reply(403, b"reloading the config over HTTP is off (outputs.web.control)\n")
     if control.reload is None:
-        return text(409, "this run cannot reload its config (a --cluster run): restart it to apply changes")
+        return text(409, "this run cannot reload its config (a run of hosts: --cluster, --processes): "
+                         "restart it to apply changes")
     log.info("reload asked over HTTP")
     outcome = control.reload()
     if outcome.problems:

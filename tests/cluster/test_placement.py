@@ -142,3 +142,27 @@ def test_a_camera_cannot_run_twice(live_config):
     driver.start()
     with pytest.raises(ValueError, match="already running"):
         driver.add([live_config.sources[0]])
+
+
+class RefusingHost(FakeHost):
+    def add(self, source, resume):
+        raise RuntimeError("ValueError: no room for it")
+
+
+def test_cameras_no_host_can_run_are_failed_and_the_run_can_end(live_config):
+    """A host refusing a camera, or every host lost: the camera is failed in the summary
+    and done, so the run ends instead of waiting for it for ever."""
+    fakes = {"h0": FakeHost("h0", []), "h1": RefusingHost("h1", [])}
+    driver = driver_of(live_config, fakes)
+    driver.start()
+    refused = {c for c, st in driver.cameras.items() if st.done}
+    assert refused and refused | set(fakes["h0"].cameras) == {s.id for s in live_config.sources}
+    assert {driver.snapshot().cameras[c].state for c in refused} == {"failed"}
+    fakes = {n: FakeHost(n, []) for n in ("h0", "h1")}
+    driver = driver_of(live_config, fakes)
+    driver.start()
+    fakes["h0"].dead = fakes["h1"].dead = True
+    driver.poll()
+    snap = driver.snapshot()
+    assert driver.finished() and set(snap.cameras) == {s.id for s in live_config.sources}
+    assert {c.state for c in snap.cameras.values()} == {"failed"}

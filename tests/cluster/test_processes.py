@@ -61,6 +61,18 @@ def wait_for(check, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
+def started(path: str, out, *extra: str, rows: int = 10, **popen) -> subprocess.Popen:
+    """`run --processes 2` of a config of two paced cameras, once each has `rows` JSON lines."""
+    popen = {"stderr": subprocess.PIPE, "text": True, **popen}
+    run = subprocess.Popen(run_command(path, "--processes", "2", *extra), cwd=ROOT, **popen)
+    try:
+        wait_for(lambda: all(lines(out / f"cam{i}.jsonl") >= rows for i in range(2)), 120, "the cameras did not start")
+    except BaseException:
+        run.kill()
+        raise
+    return run
+
+
 def test_four_cameras_on_two_processes_write_what_one_process_writes(tmp_path, sample_path, model_path,
                                                                      write_config):
     clips = [cut_clip(sample_path(f"{name}.mp4"), str(tmp_path / f"{name}.mp4"), 30) for name in ("bikes", "vtest")]
@@ -82,12 +94,8 @@ def test_a_host_process_that_dies_hands_its_cameras_to_the_other_each_frame_writ
                                                                                       model_path, write_config):
     clip = cut_clip(sample_path("bikes.mp4"), str(tmp_path / "bikes.mp4"), 100)
     path = write_config(config([clip] * 2, model_path, tmp_path / "out", realtime=True))  # paced: 4 s
-    run = subprocess.Popen(run_command(path, "--processes", "2", "--host-timeout", "2",
-                                       "--report", str(tmp_path / "report.json")),
-                           stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    run = started(path, tmp_path / "out", "--host-timeout", "2", "--report", str(tmp_path / "report.json"), rows=15)
     try:
-        wait_for(lambda: all(lines(tmp_path / "out" / f"cam{i}.jsonl") >= 15 for i in range(2)), 120,
-                 "the cameras did not start")
         victim = children(run.pid)[0]
         os.kill(victim, signal.SIGKILL)
         _, err = run.communicate(timeout=180)
@@ -107,10 +115,8 @@ def test_a_run_killed_leaves_no_host_process_and_its_files_playable(tmp_path, sa
                                                                     write_config):
     clip = cut_clip(sample_path("vtest.mp4"), str(tmp_path / "vtest.mp4"), 100)
     path = write_config(config([clip] * 2, model_path, tmp_path / "out", realtime=True))
-    run = subprocess.Popen(run_command(path, "--processes", "2"), stderr=subprocess.DEVNULL, cwd=ROOT)
+    run = started(path, tmp_path / "out", stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: all(lines(tmp_path / "out" / f"cam{i}.jsonl") >= 10 for i in range(2)), 120,
-                 "the cameras did not start")
         hosts = children(run.pid)
         run.kill()
         run.wait(10)
@@ -129,11 +135,8 @@ def test_sigterm_drains_every_host_process_and_the_run_ends_as_done(tmp_path, sa
     the hosts leave it to the run, which drains them; every frame processed is written."""
     clip = cut_clip(sample_path("bikes.mp4"), str(tmp_path / "bikes.mp4"), 100)
     path = write_config(config([clip] * 2, model_path, tmp_path / "out", realtime=True))
-    run = subprocess.Popen(run_command(path, "--processes", "2", "--report", str(tmp_path / "report.json")),
-                           stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    run = started(path, tmp_path / "out", "--report", str(tmp_path / "report.json"))
     try:
-        wait_for(lambda: all(lines(tmp_path / "out" / f"cam{i}.jsonl") >= 10 for i in range(2)), 120,
-                 "the cameras did not start")
         for pid in [run.pid, *children(run.pid)]:
             os.kill(pid, signal.SIGTERM)
         _, err = run.communicate(timeout=120)
@@ -145,6 +148,43 @@ def test_sigterm_drains_every_host_process_and_the_run_ends_as_done(tmp_path, sa
         records, video = written(tmp_path / "out", f"cam{i}")
         processed = report["cameras"][f"cam{i}"]["processed"]
         assert 10 <= processed < 100 and len(records) == video == processed
+
+
+def test_a_run_whose_host_processes_all_died_ends_with_its_cameras_failed(tmp_path, sample_path, model_path,
+                                                                         write_config):
+    clip = cut_clip(sample_path("bikes.mp4"), str(tmp_path / "bikes.mp4"), 100)
+    path = write_config(config([clip] * 2, model_path, tmp_path / "out", realtime=True))
+    run = started(path, tmp_path / "out", "--report", str(tmp_path / "report.json"))
+    try:
+        for pid in children(run.pid):
+            os.kill(pid, signal.SIGKILL)
+        _, err = run.communicate(timeout=60)
+    finally:
+        run.kill()
+    assert run.returncode == 1, err[-3000:]  # every camera failed
+    assert "no pipeline host is left to run it" in err
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert {c["state"] for c in report["cameras"].values()} == {"failed"}
+
+
+def test_ctrl_c_twice_aborts_every_host_process_and_finalises_their_files(tmp_path, sample_path, model_path,
+                                                                         write_config):
+    """A terminal's Ctrl-C reaches the whole process group: the hosts leave it to the run,
+    which drains them at the first and aborts them at the second."""
+    clip = cut_clip(sample_path("vtest.mp4"), str(tmp_path / "vtest.mp4"), 100)
+    path = write_config(config([clip] * 2, model_path, tmp_path / "out", realtime=True))
+    run = started(path, tmp_path / "out", start_new_session=True)
+    try:
+        os.killpg(run.pid, signal.SIGINT)
+        time.sleep(0.3)
+        os.killpg(run.pid, signal.SIGINT)
+        _, err = run.communicate(timeout=60)
+    finally:
+        run.kill()
+    assert run.returncode == 130 and "Traceback" not in err, err[-3000:]
+    for i in range(2):
+        records, video = written(tmp_path / "out", f"cam{i}")
+        assert 10 <= len(records) == video < 100
 
 
 def test_a_model_the_host_processes_refuse_stops_the_run_with_its_reason(tmp_path, sample_path, model_path,
