@@ -84,6 +84,8 @@ def _run_problems(args: argparse.Namespace) -> list[str]:
         problems.append(f"--processes: must be >= 1, got {args.processes}")
     if args.processes and args.cluster:
         problems.append("--processes: spreads the cameras over this machine; --cluster over a Ray cluster: give one")
+    if not args.cluster and (args.hosts is not None or args.cpus_per_host != 1):
+        problems.append("--hosts, --cpus-per-host: for --cluster only (--processes N sets this machine's hosts)")
     if args.host_timeout is not None and args.host_timeout <= 0:
         problems.append(f"--host-timeout: must be > 0 seconds, got {args.host_timeout:g}")
     return problems

@@ -12,7 +12,7 @@ Each host is a child process (a new interpreter: the parent's threads are not fo
 the parent's main script is not run again as `multiprocessing` would) that takes calls
 over a socket pair, each answered on a thread of its own, so a status poll is answered
 while a drain is under way, as Ray's actor does with `max_concurrency`. A host whose
-parent is gone (its pipe closed) aborts its cameras, finalising their files, and ends.
+parent is gone (its connection closed) aborts its cameras, finalising their files, and ends.
 """
 from __future__ import annotations
 

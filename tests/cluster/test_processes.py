@@ -202,6 +202,7 @@ def test_a_model_the_host_processes_refuse_stops_the_run_with_its_reason(tmp_pat
     (["--processes", "2"], {"web": {"port": 0}}, "outputs.web: --processes serves no web page"),
     (["--processes", "0"], {}, "--processes: must be >= 1, got 0"),
     (["--processes", "2", "--cluster", "local"], {}, "--processes: spreads the cameras over this machine"),
+    (["--processes", "2", "--hosts", "2"], {}, "--hosts, --cpus-per-host: for --cluster only"),
 ])
 def test_what_processes_cannot_share_is_refused_before_anything_starts(tmp_path, sample_path, model_path,
                                                                        write_config, args, outputs, expected):
