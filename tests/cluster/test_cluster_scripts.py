@@ -35,7 +35,7 @@ def test_the_readmes_cluster_recipe_runs_the_shipped_config_as_written(tmp_path)
 """
     r = subprocess.run(isolated(script), capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "a cluster run writes one file per camera: detections.{camera}.jsonl" in r.stderr
+    assert "a --cluster run writes one file per camera: detections.{camera}.jsonl" in r.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     for cam in ("campus", "street"):
         assert report["cameras"][cam]["processed"] == 5
