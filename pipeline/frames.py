@@ -248,6 +248,12 @@ class Event:
         return "_".join(p for p in parts if p).replace("/", "-")
 
 
+def seconds(ticks: int, time_base: Fraction) -> float:
+    """`ticks` of `time_base` in seconds: the value float(ticks * time_base) gives, without
+    the Fraction it makes (a few per frame of every camera)."""
+    return ticks * time_base.numerator / time_base.denominator
+
+
 @dataclass
 class View:
     """The picture a frame is shown in (its annotated video, the live view): the frame's
@@ -309,7 +315,7 @@ class Frame:
     def pts_seconds(self) -> float | None:
         if self.pts is None or self.time_base is None:
             return None
-        return float(self.pts * self.time_base)
+        return seconds(self.pts, self.time_base)
 
 
 def _image(frame: Frame) -> np.ndarray:

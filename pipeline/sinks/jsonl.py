@@ -41,7 +41,7 @@ from typing import Callable
 import numpy as np
 
 from pipeline.config.outputs import JsonlOutputConfig
-from pipeline.frames import Frame
+from pipeline.frames import Detections, Frame
 from pipeline.recording.segment_plan import RecordingSpot
 from pipeline.recording.segments import START, WallSegments, last_stamp
 
@@ -90,29 +90,11 @@ def frame_record(frame: Frame, spot: RecordingSpot | None = None, recorded: bool
     """The frame's JSON line; `recorded`: its camera has a recording, `spot` where the
     frame lies in it, `size` its latest pictures' size (where the frame lies in none);
     `wall_time`: its events say when they were written (live cameras)."""
-    det = frame.detections
-    items = []
     pixels = frame_pixels(frame) if recorded else None  # the boxes' size, where it may not be the recording's
     target = (spot.width, spot.height) if spot is not None else size if recorded else None
     target = target if target is not None and all(target) else None
     scale = _scale(pixels, target)
-    if det is not None:
-        for i in range(len(det)):
-            cid = int(det.class_id[i])
-            box = det.xyxy[i] if scale is None else det.xyxy[i] * scale
-            entry: dict = {"box": [round(float(v), 2) for v in box], "score": round(float(det.score[i]), 4),
-                           "class_id": cid, "class": det.names(cid),
-                           "predicted": bool(det.predicted is not None and det.predicted[i])}
-            if det.track_id is not None and det.track_id[i] >= 0:
-                entry["track"] = int(det.track_id[i])
-            if det.stationary is not None and det.stationary[i]:
-                entry["stationary"] = True
-            labels = {stage: {"label": attr.names(int(attr.class_id[i])), "id": int(attr.class_id[i]),
-                              "score": round(float(attr.score[i]), 4)}
-                      for stage, attr in det.attributes.items() if attr.class_id[i] >= 0}
-            if labels:
-                entry["labels"] = labels
-            items.append(entry)
+    items = _entries(frame.detections, scale) if frame.detections is not None else []
     record: dict = {"camera": frame.camera, "seq": frame.seq, "pts": frame.pts,
                     "time": None if frame.pts_seconds is None else round(frame.pts_seconds, 6)}
     if recorded:
@@ -147,6 +129,32 @@ def frame_pixels(frame: Frame) -> tuple[int, int] | None:
     else:
         return None
     return (int(w), int(h)) if w and h else None
+
+
+def _entries(det: Detections, scale: np.ndarray | None) -> list[dict]:
+    """Each detection's entry of the JSON line; every column is read into Python values
+    once (a quiet frame writes its tracks' lines 15 times a second, per camera)."""
+    boxes = (det.xyxy if scale is None else det.xyxy * scale).tolist()
+    scores, classes = det.score.tolist(), det.class_id.tolist()
+    predicted = det.predicted.tolist() if det.predicted is not None else None
+    tracks = det.track_id.tolist() if det.track_id is not None else None
+    stationary = det.stationary.tolist() if det.stationary is not None else None
+    attributes = [(stage, attr, attr.class_id.tolist(), attr.score.tolist()) for stage, attr in det.attributes.items()]
+    items = []
+    for i in range(len(det)):
+        cid = int(classes[i])
+        entry: dict = {"box": [round(v, 2) for v in boxes[i]], "score": round(scores[i], 4),
+                       "class_id": cid, "class": det.names(cid), "predicted": bool(predicted is not None and predicted[i])}
+        if tracks is not None and tracks[i] >= 0:
+            entry["track"] = int(tracks[i])
+        if stationary is not None and stationary[i]:
+            entry["stationary"] = True
+        labels = {stage: {"label": attr.names(int(ids[i])), "id": int(ids[i]), "score": round(attr_scores[i], 4)}
+                  for stage, attr, ids, attr_scores in attributes if ids[i] >= 0}
+        if labels:
+            entry["labels"] = labels
+        items.append(entry)
+    return items
 
 
 def _scale(pixels: tuple[int, int] | None, target: tuple[int, int] | None) -> np.ndarray | None:

@@ -21,6 +21,7 @@ import av
 from pipeline.config import SourceConfig
 from pipeline.config.schema import file_problem, local_path
 from pipeline.errors import FAILED, PipelineError, one_line
+from pipeline.frames import seconds
 from pipeline.metrics.snapshot import RecordingStats
 from pipeline.redact import redact
 
@@ -300,7 +301,7 @@ class Connection:
         network stream, the file's own timeline for a file (it reads faster than real time)."""
         if self.config.network:
             return time.monotonic()
-        return float(packet.pts * self.time_base) if packet.pts is not None else last
+        return seconds(packet.pts, self.time_base) if packet.pts is not None else last
 
     def frames(self, stop: Callable[[], bool]) -> Iterator[av.VideoFrame]:
         """Decoded frames until the end, `stop()`, or a broken stream (`SourceError`).

@@ -21,7 +21,7 @@ import av
 from pipeline.config import SourceConfig
 from pipeline.config.stages import DetectRate
 from pipeline.errors import one_line
-from pipeline.frames import DetectPlan, Frame, Resume
+from pipeline.frames import DetectPlan, Frame, Resume, seconds
 from pipeline.metrics.registry import Metrics
 from pipeline.preprocess import Preprocessor
 from pipeline.sources.connection import TapLink
@@ -76,7 +76,7 @@ class Framing:
         if self._time_offset is None:  # a resumed live camera (or returning id) continues its timeline
             self._time_offset = round(self.resume.time_s / tb) - pts if self.resume.time_s else 0
         pts += self._time_offset
-        t = float(pts * tb)
+        t = seconds(pts, tb)
         reason = self.gate.reject(seq, t)  # also for skipped frames: the same frames are kept
         if seq < self.resume.start_at:
             return None  # processed before this camera moved here
@@ -113,7 +113,7 @@ class Framing:
         """How long after its pass's first picture a file's picture is shown (seconds): a
         sub-stream's frame lies as far after the first picture of the same pass of its main
         stream (a live camera's is matched by arrival, both on the camera's clock)."""
-        return float((pts - (self.timeline.pass_first or 0)) * tb)
+        return seconds(pts - (self.timeline.pass_first or 0), tb)
 
     def _inputs(self, frame: Frame) -> None:
         """The detector's input: the whole frame letterboxed, or each of its regions, cut
@@ -151,5 +151,5 @@ class Framing:
         due = self.timeline.due(pts, tb)
         if due > now:
             self.wait(due - now)
-        self.next_due = due + float(1 / rate)
+        self.next_due = due + rate.denominator / rate.numerator
         return due

@@ -20,11 +20,20 @@ from __future__ import annotations
 import logging
 import time
 from fractions import Fraction
+from functools import lru_cache
 from typing import Callable
+
+from pipeline.frames import seconds
 
 log = logging.getLogger("pipeline.source")
 
 LIVE_TIME_BASE = Fraction(1, 90000)
+
+
+@lru_cache(maxsize=64)
+def _step(rate: Fraction, time_base: Fraction) -> int:
+    """A frame's interval in time-base units (at least one), for each stream's rate and base."""
+    return max(1, round(1 / (rate * time_base)))
 
 
 class Timeline:
@@ -63,7 +72,7 @@ class Timeline:
         return pts
 
     def _file(self, raw: int | None, time_base: Fraction, rate: Fraction) -> int:
-        step = max(1, round(1 / (rate * time_base)))
+        step = _step(rate, time_base)
         if self.loop and raw is not None:
             if self._pass_base is None:  # the first pass keeps the file's timestamps, as its recording does
                 self._pass_base = 0 if self._last is None else self._last + step - raw
@@ -102,4 +111,4 @@ class Timeline:
         """When a paced frame is due on the clock (the first frame: at the start)."""
         if self._paced_origin is None:
             self._paced_origin = pts
-        return self.started + self.phase_s + float((pts - self._paced_origin) * time_base)
+        return self.started + self.phase_s + seconds(pts - self._paced_origin, time_base)

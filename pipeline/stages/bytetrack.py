@@ -255,9 +255,10 @@ class ByteTracker:
         self.frames += 1
         self._predict()
 
-    def hold_still(self, ids: np.ndarray) -> None:
-        """These tracks stand still: their boxes stay where they are (no guessed motion)."""
-        self.tracks.mean[np.isin(self.tracks.id, ids), 4:] = 0.0
+    def hold_still(self, rows: np.ndarray) -> None:
+        """The tracks of `rows` (a mask over the tracks) stand still: their boxes stay where
+        they are (no guessed motion)."""
+        self.tracks.mean[rows, 4:] = 0.0
 
     def _predict(self) -> None:
         t = self.tracks

@@ -34,9 +34,11 @@ def to_xyah(xyxy: np.ndarray) -> np.ndarray:
 
 
 def to_xyxy(mean: np.ndarray) -> np.ndarray:
-    cx, cy, a, h = mean[:, 0], mean[:, 1], mean[:, 2], mean[:, 3]
-    w = a * h
-    return np.column_stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2])
+    half = np.empty((len(mean), 2), mean.dtype)  # half the width (aspect times height) and height
+    np.multiply(mean[:, 2], mean[:, 3], out=half[:, 0])
+    half[:, 1] = mean[:, 3]
+    half /= 2
+    return np.concatenate([mean[:, :2] - half, mean[:, :2] + half], axis=1)
 
 
 def initiate(xyxy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -49,11 +51,20 @@ def initiate(xyxy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def predict(mean: np.ndarray, cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One step ahead: position += velocity (F P F^T + Q, per axis)."""
-    q = (mean[:, 3:4] * _STEP_SCALE + _STEP_FLOOR) ** 2
+    q = mean[:, 3:4] * _STEP_SCALE
+    q += _STEP_FLOOR
+    q *= q
     mean = mean.copy()
     mean[:, :4] += mean[:, 4:]
     pp, pv, vv = cov[:, 0], cov[:, 1], cov[:, 2]
-    return mean, np.stack([pp + 2 * pv + vv + q[:, :4], pv + vv, vv + q[:, 4:]], axis=1)
+    out = np.empty_like(cov)  # the blocks written in place: a few calls for any number of tracks
+    np.add(pv, vv, out=out[:, 1])
+    np.add(vv, q[:, 4:], out=out[:, 2])
+    np.multiply(pv, 2, out=out[:, 0])
+    out[:, 0] += pp
+    out[:, 0] += vv
+    out[:, 0] += q[:, :4]
+    return mean, out
 
 
 def update(mean: np.ndarray, cov: np.ndarray, xyxy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -74,6 +74,7 @@ class CameraTracks:
         self.still = Stillness(spec.stationary_s)
         self.names = names
         self.size = size
+        self._bounds = np.array([size[0], size[1], size[0], size[1]], np.float64) if size is not None else None
         self.t: float | None = None  # the last frame's time
         self.step_s = 1 / 15         # seconds between the frames it sees (the filter's step)
 
@@ -83,7 +84,8 @@ class CameraTracks:
             self.step_s = t - self.t
         self.t = t
         tr = self.tracker.tracks
-        self.tracker.hold_still(tr.id[self.still.stationary(tr.id, t)])
+        still = self.still.stationary(tr.id, t)
+        self.tracker.hold_still(still)
         det = frame.detections
         if frame.detected and det is not None:
             held = None
@@ -97,24 +99,24 @@ class CameraTracks:
             self.still.observe(det.track_id[confirmed], det.xyxy[confirmed], t)
             det.stationary = self.still.stationary(det.track_id, t) & confirmed
             tr = self.tracker.tracks
-            kept = self._predicted(np.isin(tr.id, held_ids) & (tr.state == TrackState.TRACKED), t)
+            rows = np.isin(tr.id, held_ids) & (tr.state == TrackState.TRACKED)
+            kept = self._predicted(rows, self.still.stationary(tr.id[rows], t))
             frame.detections = det.extended(kept) if len(kept) else det
-        else:
+            self.still.keep(self.tracker.tracks.id)
+        else:  # every track moves on, none starts or ends: the stillness kept stands
             self.tracker.predict()
-            tr = self.tracker.tracks
-            frame.detections = self._predicted(tr.state == TrackState.TRACKED, t)
-        self.still.keep(self.tracker.tracks.id)
+            rows = self.tracker.tracks.state == TrackState.TRACKED
+            frame.detections = self._predicted(rows, still[rows])
 
-    def _predicted(self, rows: np.ndarray, t: float) -> Detections:
+    def _predicted(self, rows: np.ndarray, stationary: np.ndarray) -> Detections:
         """The tracks of `rows` as the tracker sees them now, marked predicted."""
         tr = self.tracker.tracks
         boxes = motion.to_xyxy(tr.mean[rows])
-        if self.size is not None:
-            w, h = self.size
-            boxes = np.clip(boxes, 0, [w, h, w, h])
+        if self._bounds is not None:
+            np.clip(boxes, 0, self._bounds, out=boxes)
         ids = tr.id[rows]
         return Detections(boxes.astype(np.float32), tr.last_score[rows].astype(np.float32), tr.class_id[rows], self.names,
-                          track_id=ids, predicted=np.ones(len(ids), bool), stationary=self.still.stationary(ids, t))
+                          track_id=ids, predicted=np.ones(len(ids), bool), stationary=stationary)
 
     def view(self, frame: Frame) -> TrackView:
         """The camera's confirmed tracks after this frame, for its detector's gate."""
