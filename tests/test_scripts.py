@@ -186,3 +186,24 @@ def test_store_overhead_runs_with_the_store_on_and_off_in_turns_and_says_the_rat
     assert ratio and float(ratio.group(1)) > 0 and float(ratio.group(2)) > 0, out
     held = re.search(r"^the store of one run: \d+ kB, (\d+) tracks, \d+ events, \d+ counts, (\d+) segments$", out, re.M)
     assert held and int(held.group(1)) > 0, out
+
+
+@WHOLE_RUNS
+def test_outputs_digest_gives_two_runs_of_one_input_the_same_lines_and_another_output_other_lines(tmp_path, short_clips):
+    clip = short_clips["vtest"]
+    args = ("--clip", clip, "--detect-clip", clip, "--cameras", "2")
+    first = script("outputs_digest.py", "configs/density/gated.yaml", *args)
+    assert re.search(r"^json lines: 80 [0-9a-f]{16}$", first, re.M), first
+    tracks = re.search(r"^store tracks: (\d+) [0-9a-f]{16}$", first, re.M)
+    assert tracks and int(tracks.group(1)) > 0, first
+    assert script("outputs_digest.py", "configs/density/gated.yaml", *args) == first
+    config = yaml.safe_load((ROOT / "configs" / "density" / "gated.yaml").read_text())
+    here = ROOT / "configs" / "density"
+    for entry, key in ((config["models"]["detector"], "path"), (config["models"]["detector"], "labels"),
+                       (config["sources"][0], "uri")):
+        entry[key] = str((here / entry[key]).resolve())
+    config["models"]["detector"]["score_threshold"] = 0.6  # fewer boxes: other lines, other tracks
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump(config))
+    other = script("outputs_digest.py", str(changed), *args)
+    assert other.splitlines()[0] != first.splitlines()[0] and "store tracks:" in other, other
