@@ -95,8 +95,10 @@ def test_cpu_breakdown_shares_the_cpu_of_a_frame_among_the_steps():
 def test_camera_cpu_shares_a_stretch_of_the_cameras_cpu_among_their_threads():
     out = script("camera_cpu.py", "configs/density/gated.yaml", "--cameras", "2", "--clip", "samples/bikes.mp4",
                  "--detect-clip", "samples/bikes.mp4", "--at", "1", "--seconds", "2", "--runs", "1")
-    head = re.match(r"2 camera\(s\), 1-3 s: ([\d.]+)% of a core \(runs: \d+\), ([\d.]+)% per camera", out)
+    head = re.match(r"2 camera\(s\), 1-3 s: ([\d.]+)% of a core \(runs: \d+\), ([\d.]+)% per camera, "
+                    r"([\d.]+) voluntary context switches a frame$", out, re.M)
     assert head and float(head.group(1)) > 0 and float(head.group(2)) == pytest.approx(float(head.group(1)) / 2, abs=0.1)
+    assert float(head.group(3)) > 0, out  # a camera's threads sleep between its frames
     assert re.search(r"^ +[\d.]+%  .*camN", out, re.M), out  # the cameras' threads, grouped
 
 

@@ -10,7 +10,8 @@ leaves the recording going (its camera retries it past `give_up_s` while the mai
 is `recorded`). A stop of the run or the camera ends a live main stream's reading and
 reconnecting at once, without a word. A file's main stream is read a little ahead of the
 analysis, never more (`LEAD_S`), so a looped file does not race ahead, and up to the last
-analysed frame; a frame of its sub-stream is placed on the recording's timeline pass by
+analysed frame; once that far ahead it waits for the analysis to move `BATCH_S` on, so that
+one wake of its thread reads a batch of packets, not one a frame; a frame of its sub-stream is placed on the recording's timeline pass by
 pass, on the two files' first pictures (`place`).
 """
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pipeline.sources.reconnect import Reconnect
 log = logging.getLogger("pipeline.source")
 
 LEAD_S = 2.0  # a file's main stream is read at most this far ahead of the analysed frames
+BATCH_S = 0.5  # ... and, when it got that far, read on once the analysis moved this much
 
 
 @dataclass
@@ -60,11 +62,12 @@ class Passes:
         passes differ in length). None: past that pass's last picture, or never read.
         Waits until the main stream is read up to it, while it is `reading`."""
         with self.cond:
-            self.wanted = (number, after_s)
-            self.cond.notify_all()
-            while not self._reached(number, after_s) and reading():
-                self.cond.wait(0.5)
-            self.wanted = None
+            if not self._reached(number, after_s):  # the reader, where it waits, reads on for it
+                self.wanted = (number, after_s)
+                self.cond.notify_all()
+                while not self._reached(number, after_s) and reading():
+                    self.cond.wait(0.5)
+                self.wanted = None
             for gone in [k for k in self.passes if k < number]:  # the analysis is past them
                 del self.passes[gone]
             done = self.passes.get(number)
@@ -114,6 +117,7 @@ class MainStream:
         self.stopped = stopped  # the run or the camera is stopped (a file's main stream still reads to the end)
         self.reconnect = Reconnect(config.reconnect)
         self.analysed_s = -math.inf  # the newest analysed frame's time on the recording's timeline
+        self._resume_at = -math.inf  # the analysed time a waiting file reader reads on at
         self._finished = False  # the camera has no more frames: a file is read up to them, then ends
         self._stop = threading.Event()
         self._cond = threading.Condition()
@@ -128,7 +132,8 @@ class MainStream:
         if t is not None and t > self.analysed_s and not self.config.network:
             with self._cond:
                 self.analysed_s = t
-                self._cond.notify_all()
+                if t >= self._resume_at:
+                    self._cond.notify_all()
 
     def place(self, number: int, after_s: float) -> float | None:
         """Where a frame of a file's sub-stream lies on the recording's timeline (`Passes.place`)."""
@@ -208,9 +213,12 @@ class MainStream:
             t = (link.last_dts + link.offset) * link.seconds
             with self._cond:
                 self.passes.read(done, link.start_s, t)
-                while t > self.analysed_s + LEAD_S and not (self.passes.awaited() or self._finished
-                                                            or self._stop.is_set()):
-                    self._cond.wait(0.5)
+                if t > self.analysed_s + LEAD_S:
+                    self._resume_at = t - LEAD_S + BATCH_S
+                    while self.analysed_s < self._resume_at and not (self.passes.awaited() or self._finished
+                                                                      or self._stop.is_set()):
+                        self._cond.wait(0.5)
+                    self._resume_at = -math.inf
                 return self._stop.is_set() or (self._finished and t > self.analysed_s + LEAD_S)
         return stop
 

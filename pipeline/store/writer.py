@@ -1,6 +1,9 @@
 """The store's one writer: the sink offers each frame's record and returns at once; a
 thread of its own builds the rows (`rows.RowBuilder`) and writes them every `flush_s` in
-one transaction (`flusher.Flusher`), off the frame path.
+one transaction (`flusher.Flusher`), off the frame path. The thread takes the records
+waiting every `DRAIN_S`, not one wake per record: waking a thread costs more CPU than
+building a frame's rows, and the rows wait for the flush anyway. Control items (a
+removal, a camera's end, the close) wake it at once.
 
 Nothing waits on the database: the queue is bounded (`outputs.store.queue`) and a full
 one drops the frame's record, counted lost for its camera (summary, metrics, exit
@@ -27,7 +30,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 from pipeline.errors import one_line
 from pipeline.store.backend import Backend
@@ -40,6 +43,7 @@ from pipeline.store.tables import StoreError
 log = logging.getLogger("pipeline.store")
 
 CONTROL_WAIT_S = 5.0  # a removal or a camera's end waits this long for room in a full queue
+DRAIN_S = 0.2  # the writer takes the records waiting this often (at most; and at each flush)
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,46 @@ def remove_idle(flusher: Flusher, root: str, names: dict[str, list[re.Pattern]],
     return removed
 
 
+class Inbox:
+    """The writer's queue: the frames' records are taken in batches, every `DRAIN_S` at
+    most (`wait`); a control item wakes the writer at once."""
+
+    def __init__(self, size: int):
+        self.queue: queue.Queue = queue.Queue(size)
+        self._urgent = threading.Event()
+
+    def offer(self, item: tuple) -> bool:
+        """Queue a frame's item without waiting (False: full, not queued)."""
+        try:
+            self.queue.put_nowait(item)
+        except queue.Full:
+            return False
+        return True
+
+    def control(self, item: tuple, timeout: float | None = CONTROL_WAIT_S) -> bool:
+        """Queue a control item, waiting `timeout` at most for room (None: as long as it
+        takes), and wake the writer."""
+        try:
+            self.queue.put(item, timeout=timeout)
+        except queue.Full:
+            return False
+        self._urgent.set()
+        return True
+
+    def wait(self, seconds: float) -> None:
+        """Until a control item comes, `seconds` pass, or `DRAIN_S` at most."""
+        self._urgent.wait(max(0.0, min(DRAIN_S, seconds)))
+        self._urgent.clear()  # before taking: a control item queued from here on sets it again
+
+    def take(self) -> Iterator[tuple]:
+        """Every item waiting, in order."""
+        while True:
+            try:
+                yield self.queue.get_nowait()
+            except queue.Empty:
+                return
+
+
 class StoreWriter:
     """`connect` opens the store (again, after a failure); `root` is `outputs.dir`."""
 
@@ -102,7 +146,7 @@ class StoreWriter:
         self._recording: dict[str, str] = {}  # camera -> its latest recording file named
         self._refused: set[tuple[str, str]] = set()  # rows naming files not to remove: said once
         self.runlog = RunLog(root)
-        self.queue: queue.Queue = queue.Queue(queue_size)
+        self.inbox = Inbox(queue_size)
         self.rows: RowBuilder | None = None
         self.key = uuid.uuid4().hex  # the run's name in the run log
         self.origins: dict[str, float] = {}  # camera -> its clock's origin in this run (set by the sink's thread)
@@ -140,9 +184,7 @@ class StoreWriter:
         origin = self.origins.get(cam)
         if origin is None and t is not None:
             origin = self.origins[cam] = (time.time() if captured is None else captured) - t
-        try:
-            self.queue.put_nowait(("frame", cam, origin, record))
-        except queue.Full:
+        if not self.inbox.offer(("frame", cam, origin, record)):
             self.on_lost(cam, 1)
 
     def camera_ended(self, cam: str) -> None:
@@ -161,9 +203,7 @@ class StoreWriter:
                 log.error("store: the writer did not forget %d removed file(s) in time", len(paths))
 
     def _control(self, item: tuple) -> None:
-        try:
-            self.queue.put(item, timeout=CONTROL_WAIT_S)
-        except queue.Full:
+        if not self.inbox.control(item):
             log.error("store: its writer is stuck; %s not applied", item[0])
 
     def close(self, timeout: float = 30.0) -> None:
@@ -171,7 +211,7 @@ class StoreWriter:
         if self._thread is None:
             self.flusher.close()  # opened, never started (a run that failed to start)
             return
-        self.queue.put(("stop",))
+        self.inbox.control(("stop",), timeout=None)
         self._thread.join(timeout)
         self._thread = None
 
@@ -179,20 +219,23 @@ class StoreWriter:
         assert self.rows is not None
         next_flush = time.monotonic() + self.flush_s
         while True:
-            try:
-                item = self.queue.get(timeout=max(0.0, next_flush - time.monotonic()))
-            except queue.Empty:
-                item = None
-            if item is not None and item[0] == "stop":
+            self.inbox.wait(next_flush - time.monotonic())
+            if self._drain():
                 break
-            if item is not None:
-                self._apply(item)
             if time.monotonic() >= next_flush:
                 self.flusher.write(self.rows.take())
                 self._age()
                 next_flush = time.monotonic() + self.flush_s
         self.flusher.write(self.rows.take(), final=True)
         self.flusher.close()
+
+    def _drain(self) -> bool:
+        """Apply every item waiting, in order; True at the close's "stop"."""
+        for item in self.inbox.take():
+            if item[0] == "stop":
+                return True
+            self._apply(item)
+        return False
 
     def _apply(self, item: tuple) -> None:
         assert self.rows is not None

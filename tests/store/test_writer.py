@@ -7,13 +7,15 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 
 from pipeline.store.backend import open_sqlite
 from pipeline.store.rows import RowBuilder
 from pipeline.store.runlog import RUNLOG
-from pipeline.store.writer import StoreWriter
+from pipeline.store import writer as store_writer
+from pipeline.store.writer import Inbox, StoreWriter
 
 
 def frame(cam, seq, track=None, t=None, **extra):
@@ -234,3 +236,19 @@ def test_recordings_past_their_age_are_kept_only_where_they_had_motion_or_object
     db = sqlite3.connect(tmp_path / "store.db")
     assert [p for p, in db.execute("SELECT path FROM segments ORDER BY path")] == kept
     assert not lost
+
+
+def test_the_writers_inbox_keeps_the_order_refuses_when_full_and_wakes_the_writer_for_a_control_item(monkeypatch):
+    inbox = Inbox(3)
+    assert inbox.offer(("frame", 1)) and inbox.offer(("frame", 2)) and inbox.control(("end", "cam"))
+    assert not inbox.offer(("frame", 3))  # full: the record is refused (counted lost by the writer)
+    assert not inbox.control(("forget", []), timeout=0.01)
+    assert list(inbox.take()) == [("frame", 1), ("frame", 2), ("end", "cam")]
+    assert list(inbox.take()) == []
+    monkeypatch.setattr(store_writer, "DRAIN_S", 30.0)  # only the control item can end the wait early
+    later = threading.Timer(0.05, inbox.control, args=(("stop",),))
+    later.start()
+    t0 = time.monotonic()
+    inbox.wait(30.0)
+    later.join()
+    assert time.monotonic() - t0 < 20 and list(inbox.take()) == [("stop",)]
