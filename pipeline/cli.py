@@ -420,6 +420,9 @@ def _add_bench(sub) -> None:
     bench.add_argument("--runs", type=int, default=1, help="with --density: rounds, each figure their median")
     bench.add_argument("--processes", type=int, metavar="N",
                        help="with --density: the cameras spread over N processes (as `run --processes N`)")
+    bench.add_argument("--watched", type=int, default=0, metavar="K",
+                       help="with --density: the live page served and the video of K cameras read from another "
+                            "process through each level (as K tiles of an open page)")
     bench.add_argument("--scenario", choices=("both", "spread", "in-step"), default="both",
                        help="with --density: the cameras' clips started at spread points (their activity not at once), "
                             "in step (everyone's active stretch at once: the worst case), or both (default)")

@@ -20,6 +20,11 @@ activity does not coincide (the common case of cameras that see different places
 The search runs for the config as given and, beside it in turns, for the same graph and
 models with today's default outputs (the annotated video at the camera's size and rate,
 JSON lines): per scenario, `runs` rounds, each figure's median reported with every round's.
+
+`watched` (`--watched K`): each level serves the live page (`outputs.web`, over processes
+the run's own server relaying to the hosts) and another process reads the live video of
+K of its cameras, every fragment and record, as K tiles of a page would
+(`bench.watcher`): what the cameras held costs when an operator watches them.
 """
 from __future__ import annotations
 
@@ -28,7 +33,10 @@ import json
 import logging
 import os
 import shutil
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -39,6 +47,7 @@ import numpy as np
 
 from pipeline.bench.camera_clips import started_at
 from pipeline.config import Config, OutputsConfig, QueueConfig
+from pipeline.config.outputs import WebConfig
 
 log = logging.getLogger("pipeline.bench")
 
@@ -146,20 +155,45 @@ def _cpu_s(runner) -> float:
     return t.user + t.system + sum(cpu_s(f"/proc/{pid}/stat") or 0.0 for pid in getattr(runner, "pids", list)())
 
 
+def watching(runner, cameras: list[str]) -> subprocess.Popen:
+    """A viewer process reading the live video of `cameras` from the runner's page."""
+    web = getattr(runner, "front", None) or runner.side.web
+    return subprocess.Popen([sys.executable, "-m", "pipeline.bench.watcher", str(web.port), *cameras],
+                            stdout=subprocess.PIPE, text=True)
+
+
+def watched_counts(viewer: subprocess.Popen) -> dict:
+    """What the viewer received (its JSON line), once stopped."""
+    viewer.send_signal(signal.SIGTERM)
+    try:
+        out, _ = viewer.communicate(timeout=10)
+        return json.loads(out.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, ValueError, IndexError):
+        viewer.kill()
+        viewer.wait()
+        return {}
+
+
 def run_level(config: Config, clip: str, n: int, fps: float, seconds: float, detect_clip: str | None = None,
-              spread: bool = False, processes: int = 1) -> dict:
+              spread: bool = False, processes: int = 1, watched: int = 0) -> dict:
     """One level: `n` cameras for `seconds`, drained, judged on what came after its first
     `warm-up` seconds (sessions, threads and the cameras' first frames settling);
     `processes`: the cameras spread over that many host processes (`run --processes`),
-    judged on their whole run's latency (the hosts report no timeline)."""
+    judged on their whole run's latency (the hosts report no timeline); `watched`: the
+    live video of that many of them read by another process (`watching`)."""
     folder = tempfile.mkdtemp(prefix="bench-density-")
+    viewer = None
     try:
         cfg = with_density_cameras(config, clip, n, fps, detect_clip, spread).with_output_dir(folder)
+        if watched:
+            cfg = replace(cfg, outputs=replace(cfg.outputs, web=WebConfig(port=0)))
         p = _runner(cfg, processes)
         warmup = min(WARMUP_S, seconds / 4)
         cpu0, busy0, early = _cpu_s(p), busy_s(), None
         t0 = time.perf_counter()
         p.start()
+        if watched:
+            viewer = watching(p, [s.id for s in cfg.sources[:watched]])
         while not p.wait(0.2):
             if processes == 1:
                 p.metrics.sample_process()
@@ -169,13 +203,18 @@ def run_level(config: Config, clip: str, n: int, fps: float, seconds: float, det
                 p.stop()
         wall = time.perf_counter() - t0
         cpu1, busy1 = _cpu_s(p), busy_s()
+        seen = watched_counts(viewer) if viewer is not None else None
         p.close()
         snap = p.snapshot()
         ours = cpu1 - cpu0
         others = None if busy0 is None or busy1 is None else max(0.0, busy1 - busy0 - ours) / wall
         settled = None if processes > 1 else [lat for t, lat in p.metrics.timeline or [] if t - t0 >= warmup]
-        return judge(cfg, snap, folder, n, wall, ours, others, early, settled)
+        return {**judge(cfg, snap, folder, n, wall, ours, others, early, settled),
+                **({"watched": seen} if seen is not None else {})}
     finally:
+        if viewer is not None and viewer.poll() is None:
+            viewer.kill()
+            viewer.wait()
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -244,10 +283,12 @@ def search(level: Level, limit: int = 64) -> dict:
 
 
 def bench_density(config: Config, clip: str, fps: float, seconds: float, runs: int = 1, limit: int = 64,
-                  detect_clip: str | None = None, scenarios: tuple[str, ...] = SCENARIOS, processes: int = 1) -> dict:
+                  detect_clip: str | None = None, scenarios: tuple[str, ...] = SCENARIOS, processes: int = 1,
+                  watched: int = 0) -> dict:
     """Per scenario, the search for the config as given and with today's default outputs,
     in turns (`detect_clip`: every camera's sub-stream, in both; `processes`: the cameras
-    spread over that many host processes). Results are keyed "<scenario>: <design>"."""
+    spread over that many host processes; `watched`: the live video of that many cameras
+    read). Results are keyed "<scenario>: <design>"."""
     designs = {"as configured": config, "default outputs": with_default_outputs(config)}
     turns = {f"{scenario}: {name}": (scenario, cfg) for scenario in scenarios for name, cfg in designs.items()}
     rounds: dict[str, list[dict]] = {key: [] for key in turns}
@@ -255,12 +296,12 @@ def bench_density(config: Config, clip: str, fps: float, seconds: float, runs: i
         for key, (scenario, cfg) in turns.items():
             log.info("density: round %d of %d, %s", r + 1, runs, key)
             rounds[key].append(search(lambda n: run_level(cfg, clip, n, fps, seconds, detect_clip,
-                                                          scenario == "spread", processes), limit))
+                                                          scenario == "spread", processes, watched), limit))
     held = {key: statistics.median(s["held"] for s in rs) for key, rs in rounds.items()}
     ratio = {scenario: round(held[f"{scenario}: as configured"] / held[f"{scenario}: default outputs"], 2)
              if held[f"{scenario}: default outputs"] else None for scenario in scenarios}
     return {"clip": clip, "detect_clip": detect_clip, "fps": fps, "seconds": seconds, "runs": runs, "processes": processes,
-            "scenarios": list(scenarios), "held": held, "ratio": ratio, "rounds": rounds}
+            "watched": watched, "scenarios": list(scenarios), "held": held, "ratio": ratio, "rounds": rounds}
 
 
 def table(result: dict) -> str:
@@ -268,6 +309,7 @@ def table(result: dict) -> str:
     head = (f"{os.path.basename(result['clip'])}" + (f" (analysing {os.path.basename(sub)})" if sub else "")
             + f" at {result['fps']:g} fps, {result['seconds']:g} s per level, median of {result['runs']}"
             + (f", cameras spread over {result['processes']} processes" if result.get("processes", 1) > 1 else "")
+            + (f", the live video of {result['watched']} watched" if result.get("watched") else "")
             + ", held:")
     lines = [head]
     for scenario in result["scenarios"]:

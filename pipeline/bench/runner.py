@@ -290,6 +290,8 @@ def density_main(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.processes is not None and args.processes < 1:
         raise SystemExit(f"bench: --processes: must be >= 1, got {args.processes}")
+    if args.watched < 0:
+        raise SystemExit(f"bench: --watched: must be >= 0, got {args.watched}")
     if (args.processes or 1) > 1:
         from pipeline.cluster.checks import processes_problems
 
@@ -300,13 +302,15 @@ def density_main(args: argparse.Namespace) -> int:
     sub = camera_clips.clip_or_file(args.detect_clip, args.fps or 15) if args.detect_clip else None
     scenarios = density.SCENARIOS if args.scenario == "both" else (args.scenario.replace("-", " "),)
     result = density.bench_density(config, clip, _rate(clip), args.live_seconds, args.runs,
-                                   detect_clip=sub, scenarios=scenarios, processes=args.processes or 1)
+                                   detect_clip=sub, scenarios=scenarios, processes=args.processes or 1,
+                                   watched=args.watched)
     result["machine"] = {"cores": len(os.sched_getaffinity(0)), "cpu": cpu_name(), "onnxruntime": ort.__version__}
     result["command"] = (f"pipeline bench --config {args.config} --density {args.density}"
                          + (f" --detect-clip {args.detect_clip}" if args.detect_clip else "")
                          + (f" --fps {args.fps}" if args.fps else "") + f" --live-seconds {args.live_seconds:g}"
                          + f" --scenario {args.scenario}"
                          + (f" --processes {args.processes}" if (args.processes or 1) > 1 else "")
+                         + (f" --watched {args.watched}" if args.watched else "")
                          + f" --runs {args.runs}")
     os.makedirs(args.out, exist_ok=True)
     text = density.table(result)

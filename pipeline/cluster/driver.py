@@ -49,6 +49,7 @@ class HostState:
     alive: bool = True
     cameras: set[str] = field(default_factory=set)
     status: HostStatus | None = None
+    web: int | None = None           # the port of its own web server on this machine (`--processes`)
     answered: float = field(default_factory=time.monotonic)  # its last status answer
 
 

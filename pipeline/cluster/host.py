@@ -42,7 +42,8 @@ class PipelineHost:
 
     def ready(self) -> dict:
         """Who it is, or why it cannot run (`refused`: the problems of its models)."""
-        return {"host": self.name, "node": self.node, "pid": os.getpid(), "refused": self.refused}
+        web = None if self.refused or self.pipeline.side.web is None else self.pipeline.side.web.port
+        return {"host": self.name, "node": self.node, "pid": os.getpid(), "refused": self.refused, "web": web}
 
     def add(self, source: SourceConfig, resume: Resume) -> None:
         register_source(source)  # a camera added while running brings its own
@@ -52,8 +53,10 @@ class PipelineHost:
         self.pipeline.remove_camera(camera)
 
     def status(self) -> HostStatus:
+        web = self.pipeline.side.web
         return HostStatus.of(self.name, self.node, self.pipeline.snapshot(), self.pipeline.metrics.total_latency(),
-                             self.pipeline.cameras(), self.pipeline.outputs_failed)
+                             self.pipeline.cameras(), self.pipeline.outputs_failed,
+                             web.live_view() if web is not None else None)
 
     def stop(self, abort: bool = False) -> HostStatus:
         """Stop every camera, drain (or abort), finalise the outputs; the last status. An

@@ -3,14 +3,19 @@ machine (`processes`), placed, watched and merged by the cluster's driver, shape
 one run loop (`pipeline.runloop.run`) as `ClusterRun` is.
 
 A host process that dies is lost as a cluster host is: its cameras' writers fenced, the
-cameras resumed on the others from where their outputs end.
+cameras resumed on the others from where their outputs end. With `outputs.web`, the page
+is served here, on the config's port (`front`), each camera's live routes relayed to the
+host that runs it.
 """
 from __future__ import annotations
 
 import logging
 import time
 
+from dataclasses import replace
+
 from pipeline.cluster.driver import ClusterDriver, HostsRun, HostState
+from pipeline.cluster.front import FrontServer, host_web
 from pipeline.cluster.processes import kill_process, process_call, start_processes
 from pipeline.config import Config
 from pipeline.config.limits import visible_cores
@@ -34,9 +39,25 @@ class ProcessRun(HostsRun):
             log.info("--processes %d: %d camera(s), so %d process(es)", processes, len(config.sources),
                      max(1, len(config.sources)))
             processes = max(1, len(config.sources))
-        self.hosts = start_processes(config, processes, cores_each(config, processes), max_frames)
+        self.front: FrontServer | None = None
+        hosts_config = config
+        if config.outputs.web is not None:  # its port taken before any host starts: one in use stops the run at once
+            inner = host_web(config.outputs.web)
+            hosts_config = replace(config, outputs=replace(config.outputs, web=inner))
+            self.front = FrontServer(config, lambda: self.driver, inner.token or "")
+        try:
+            self.hosts = start_processes(hosts_config, processes, cores_each(config, processes), max_frames)
+        except BaseException:
+            if self.front is not None:
+                self.front.close()
+            raise
         self.driver = ClusterDriver(config, self.hosts, process_call, kill_process, host_timeout_s=host_timeout_s)
         super().__init__()
+
+    def start(self) -> None:
+        super().start()
+        if self.front is not None:
+            self.front.start()
 
     def pids(self) -> list[int]:
         return [h.handle.process.pid for h in self.hosts]
@@ -66,5 +87,7 @@ class ProcessRun(HostsRun):
             if self.driver.finished_at is None:
                 self.driver.finished_at = time.monotonic()
         finally:
+            if self.front is not None:
+                self.front.close()
             for h in self.hosts:
                 h.handle.close(10)

@@ -234,4 +234,5 @@ def start_processes(config: Config, count: int, cores: int, max_frames: int | No
         raise ModelError(*refused)
     for info in ready:
         log.info("host %s ready (pid %d)", info["host"], info["pid"])
-    return [HostState(info["host"], h, capacity=1000.0 * cores, node=info["node"]) for info, h in zip(ready, handles)]
+    return [HostState(info["host"], h, capacity=1000.0 * cores, node=info["node"], web=info["web"])
+            for info, h in zip(ready, handles)]

@@ -22,13 +22,15 @@ class HostStatus:
     events: dict[str, DeliveryStats] = field(default_factory=dict)
     outputs_failed: dict[str, str] = field(default_factory=dict)
     cpu_percent: float | None = None
+    live_view: dict | None = None  # its web server's live view (`WebServer.live_view`), where it serves one
+
 
     @classmethod
     def of(cls, host: str, node: str, snap: Snapshot, latency: Histogram, open_cameras: list[str],
-           outputs_failed: dict[str, str]) -> "HostStatus":
+           outputs_failed: dict[str, str], live_view: dict | None = None) -> "HostStatus":
         """From a host's pipeline snapshot and its latency histogram."""
         return cls(host, node, snap.cameras, open_cameras, latency.counts.tolist(), latency.total, latency.max,
-                   snap.engines, snap.events, outputs_failed, snap.cpu_percent)
+                   snap.engines, snap.events, outputs_failed, snap.cpu_percent, live_view)
 
     def latency(self) -> Histogram:
         return Histogram.from_counts(self.latency_counts, self.latency_total, self.latency_max)

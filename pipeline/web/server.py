@@ -19,8 +19,9 @@ It serves with aiohttp on an event loop of its own, in one thread named "web"; w
 blocks (the store, the disk, camera control, big JSON) runs in a pool of `WORKERS`
 threads, so no client, however slow, holds the loop, and a crowd costs queued work, not
 threads. `routes(app)`, where given, adds routes of its own to the aiohttp application
-(the live video's WebSocket, `web.live_api.add_routes`): they get the same token, places
-and headers as every route.
+(the live video's WebSocket, `web.live_api.add_routes`; a camera's live routes relayed to
+the process that holds it, `web.forward`): they get the same token, places and headers as
+every route, and come before the server's own.
 """
 from __future__ import annotations
 
@@ -166,9 +167,9 @@ class WebServer:
                                    min(self.HEAD_TIMEOUT_S, self.IDLE_TIMEOUT_S), config.token)
         self.app = web.Application(middlewares=[self.admission.middleware, not_found], client_max_size=1 << 20)
         self.app[SERVER] = self  # type: ignore[assignment]
-        add_routes(self.app)
-        if routes is not None:
+        if routes is not None:  # first: they answer paths the server's own would
             routes(self.app)
+        add_routes(self.app)
         self._pool = ThreadPoolExecutor(self.WORKERS, thread_name_prefix="web")
         self.pictures = PictureWaits(preview)
         self.next_picture = self.pictures.next
@@ -233,17 +234,19 @@ class WebServer:
         return self._loop.run_in_executor(self._pool, work, *args)
 
     def api_snapshot(self) -> dict:
-        """`/api/cameras`: the run's snapshot and the live view's own figures: `viewers`
-        (open streams and the pages' tiles fetching stills), the cameras `watched`, the
-        cameras whose motion the tuning view can draw, whether the pictures carry boxes,
-        and the video sockets open on each camera (`video`)."""
+        """`/api/cameras`: the run's snapshot and the live view's own figures (`live_view`)."""
+        return {**self.snapshot().to_dict(), "live_view": self.live_view()}
+
+    def live_view(self) -> dict:
+        """`viewers` (open streams and the pages' tiles fetching stills), the cameras
+        `watched`, the cameras whose motion the tuning view can draw, whether the pictures
+        carry boxes, and the video sockets open on each camera (`video`)."""
         latency = {cam: dataclasses.asdict(Latency.of(h)) for cam, h in list(self.view_latency.items())}
-        return {**self.snapshot().to_dict(),
-                "live_view": {"viewers": self.preview.viewers, "watched": self.preview.watched,
-                              "encoded": self.preview.encoded, "fps": self.config.fps,
-                              "refused": self.admission.refused, "cut": self.admission.cut,
-                              "latency": latency, "motion": self.preview.measures_motion(),
-                              "annotated": self.annotated, "video": self.video() if self.video else {}}}
+        return {"viewers": self.preview.viewers, "watched": self.preview.watched,
+                "encoded": self.preview.encoded, "fps": self.config.fps,
+                "refused": self.admission.refused, "cut": self.admission.cut,
+                "latency": latency, "motion": self.preview.measures_motion(),
+                "annotated": self.annotated, "video": self.video() if self.video else {}}
 
     def known(self) -> Known:
         """What a store query may ask for though no row holds it yet: the cameras running

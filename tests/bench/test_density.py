@@ -95,10 +95,13 @@ def test_spread_cameras_start_the_clip_and_its_sub_stream_at_the_same_keyframe_s
     assert len({f.tobytes() for f in firsts}) == 4  # four cameras, four starts: none in step
 
 
-def test_a_level_spread_over_host_processes_is_judged_on_all_their_cameras_and_json_lines(tmp_path, sample_path, model_path):
+def test_a_level_spread_over_host_processes_is_judged_on_all_their_cameras_and_json_lines_and_can_be_watched(
+        tmp_path, sample_path, model_path):
     clip = clips.camera_clip(tmp_path / "clip.mp4", clips.Encoding(size=(320, 180), fps=5), seconds=1,
                              source=sample_path("bikes.mp4"))
     cfg = config(tmp_path, sample_path, model_path, {"video": {"enabled": False}})
-    level = density.run_level(cfg, clip, 2, 5, seconds=2.0, processes=2)
+    level = density.run_level(cfg, clip, 2, 5, seconds=4.0, processes=2, watched=1)
     assert level["cameras"] == 2 and level["decoded"] >= 10 and level["processed"] >= 10
     assert "JSON lines short" not in level["why"]  # one file per camera, as `run --processes` writes
+    # another process read one camera's live video through the run's page: its packets and records
+    assert level["watched"]["sockets"] == 1 and level["watched"]["bytes"] > 0 and level["watched"]["records"] > 0
