@@ -85,6 +85,11 @@ class CameraControl:
             self._added[source.id] = source
         return source
 
+    def added(self) -> list[SourceConfig]:
+        """The cameras added so far (removed ones too: their files stay)."""
+        with self._lock:
+            return list(self._added.values())
+
     def remove(self, camera: str) -> None:
         with self._lock:
             if camera not in self.runs.cameras():

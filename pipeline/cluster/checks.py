@@ -39,14 +39,9 @@ def cluster_problems(config: Config, flag: str = "--cluster") -> tuple[Config, l
 
 
 def processes_problems(config: Config) -> tuple[Config, list[str]]:
-    """A cluster's demands, and what host processes of one machine cannot share: cameras
-    added over HTTP (the page is served by the parent, `cluster.front`, the cameras run in
-    the hosts), and the one Home Assistant node whose availability a process's last will
-    would take down."""
+    """A cluster's demands, and what host processes of one machine cannot share: the one
+    Home Assistant node whose availability a process's last will would take down."""
     config, problems = cluster_problems(config, "--processes")
-    if config.outputs.web is not None and config.outputs.web.control:
-        problems.append("outputs.web.control: --processes does not add or remove cameras over HTTP: run without "
-                        "--processes, or set control: false")
     mqtt = config.outputs.events.mqtt
     if mqtt is not None and mqtt.homeassistant is not None:
         problems.append("outputs.events.mqtt.homeassistant: --processes cannot announce one Home Assistant node "

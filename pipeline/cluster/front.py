@@ -9,7 +9,8 @@ server of the host process that decodes it (`web.forward`): each host serves its
 cameras on 127.0.0.1 behind a token made for the run, so no picture is encoded or
 copied in the parent but for the relay's bytes. The events' panel gathers each host's
 newest events (`HostEvents`). A camera moved to another host after its host died is
-relayed to the new one from the next request on.
+relayed to the new one from the next request on; cameras added over HTTP are placed by
+the driver (`process_run.ProcessRun`).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from typing import Callable
 from pipeline.cluster.driver import ClusterDriver, HostState
 from pipeline.config import Config
 from pipeline.config.outputs import WebConfig
+from pipeline.control import CameraControl
 from pipeline.side_outputs import annotates
 from pipeline.sinks.preview import Preview
 from pipeline.store.connections import location_of
@@ -82,7 +84,8 @@ class HostEvents:
 class FrontServer(WebServer):
     """`WebServer` with the run's parts and the hosts' live views merged into its own."""
 
-    def __init__(self, config: Config, hosts: Callable[[], ClusterDriver], host_token: str):
+    def __init__(self, config: Config, hosts: Callable[[], ClusterDriver], host_token: str,
+                 control: CameraControl | None = None):
         web = config.outputs.web
         assert web is not None
         out = config.outputs
@@ -90,11 +93,16 @@ class FrontServer(WebServer):
         self.events_of_hosts = HostEvents(lambda: self.driver_of().alive(), host_token)
         forward = Forwarder(self._where, host_token, self.IDLE_TIMEOUT_S)
         location = location_of(out)
-        templates = [out.record.filename] + [out.record_for(s.record).filename for s in config.sources]
+        configured = [out.record.filename] + [out.record_for(s.record).filename for s in config.sources]
+
+        def templates() -> list[str]:  # a camera added over HTTP may name its own
+            added = control.added() if control is not None else []
+            return configured + [out.record_for(s.record).filename for s in added]
+
         super().__init__(web, lambda: self.driver_of().snapshot(), Preview(web.fps, web.quality, web.width),
                          cameras=lambda: self.driver_of().running(), events=self.events_of_hosts.newest,
-                         evidence_dir=out.dir, annotated=annotates(config),
-                         recordings=RecordingFiles(out.dir, lambda: templates, out.jsonl.filename,
+                         evidence_dir=out.dir, annotated=annotates(config), control=control,
+                         recordings=RecordingFiles(out.dir, templates, out.jsonl.filename,
                                                    out.record.export_max_s),
                          store=Store(location) if location else None, names=ConfigNames(config),
                          routes=lambda app: add_routes(app, forward))

@@ -5,22 +5,28 @@ one run loop (`pipeline.runloop.run`) as `ClusterRun` is.
 A host process that dies is lost as a cluster host is: its cameras' writers fenced, the
 cameras resumed on the others from where their outputs end. With `outputs.web`, the page
 is served here, on the config's port (`front`), each camera's live routes relayed to the
-host that runs it.
+host that runs it; with `outputs.web.control`, cameras added and removed on it are placed
+by the driver, on its own thread (`_polled`), as `pipeline cluster add|remove` are.
 """
 from __future__ import annotations
 
 import logging
+import queue
 import time
-
+from concurrent.futures import Future
 from dataclasses import replace
+from typing import Callable
 
 from pipeline.cluster.driver import ClusterDriver, HostsRun, HostState
 from pipeline.cluster.front import FrontServer, host_web
 from pipeline.cluster.processes import kill_process, process_call, start_processes
-from pipeline.config import Config
+from pipeline.config import Config, SourceConfig
 from pipeline.config.limits import visible_cores
+from pipeline.control import CameraControl
 
 log = logging.getLogger("pipeline.cluster")
+
+CONTROL_WAIT_S = 60.0  # an add waits for the driver's next poll, then for a host to start the camera
 
 
 def cores_each(config: Config, processes: int) -> int:
@@ -40,11 +46,13 @@ class ProcessRun(HostsRun):
                      max(1, len(config.sources)))
             processes = max(1, len(config.sources))
         self.front: FrontServer | None = None
+        self._calls: queue.SimpleQueue[tuple[Callable[[], object], Future]] = queue.SimpleQueue()
         hosts_config = config
         if config.outputs.web is not None:  # its port taken before any host starts: one in use stops the run at once
             inner = host_web(config.outputs.web)
             hosts_config = replace(config, outputs=replace(config.outputs, web=inner))
-            self.front = FrontServer(config, lambda: self.driver, inner.token or "")
+            control = CameraControl(self, config) if config.outputs.web.control else None
+            self.front = FrontServer(config, lambda: self.driver, inner.token or "", control)
         try:
             self.hosts = start_processes(hosts_config, processes, cores_each(config, processes), max_frames)
         except BaseException:
@@ -58,6 +66,35 @@ class ProcessRun(HostsRun):
         super().start()
         if self.front is not None:
             self.front.start()
+
+    def _polled(self) -> None:
+        """The page's camera control, served on the driver's thread between polls."""
+        while True:
+            try:
+                work, done = self._calls.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                done.set_result(work())
+            except Exception as e:
+                done.set_exception(e)
+
+    def _on_driver(self, work: Callable[[], object]) -> None:
+        if self._stop is not None:
+            raise RuntimeError("the run is stopping")
+        done: Future = Future()
+        self._calls.put((work, done))
+        done.result(CONTROL_WAIT_S)
+
+    # `pipeline.control.Runs`
+    def add_camera(self, source: SourceConfig) -> None:
+        self._on_driver(lambda: self.driver.add([source]))
+
+    def remove_camera(self, camera: str) -> None:
+        self._on_driver(lambda: self.driver.remove(camera))
+
+    def cameras(self) -> list[str]:
+        return self.driver.running()
 
     def pids(self) -> list[int]:
         return [h.handle.process.pid for h in self.hosts]

@@ -73,6 +73,8 @@ def serve(conn: Connection, name: str, config: Config, cores: int, max_frames: i
     if mqtt is not None and mqtt.client_id:  # a broker keeps one session per client id
         events = replace(config.outputs.events, mqtt=replace(mqtt, client_id=f"{mqtt.client_id}-{name}"))
         config = replace(config, outputs=replace(config.outputs, events=events))
+    if config.outputs.web is not None:  # the host's own server is the run's inner door: the parent announces the page
+        logging.getLogger("pipeline.web").setLevel(logging.WARNING)
     host = PipelineHost(name, config, cores, max_frames)
     sending = threading.Lock()
 

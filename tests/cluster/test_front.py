@@ -1,6 +1,7 @@
 """The live page of a run over processes (`pipeline.cluster.front`): one server on the
 config's port and token serves the run as a whole (its cameras, events, metrics) and each
-camera's stills, MJPEG and live video from the host process that runs it."""
+camera's stills, MJPEG and live video from the host process that runs it; a camera added
+over HTTP is placed on a host and served from it, and removed."""
 from __future__ import annotations
 
 import asyncio
@@ -20,9 +21,12 @@ from test_processes import run_command, wait_for
 TOKEN = "front-door-token"
 
 
-def get(port: int, path: str, token: bool = True) -> tuple[int, dict, bytes]:
-    ask = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
-                                 headers={"Authorization": f"Bearer {TOKEN}"} if token else {})
+def get(port: int, path: str, token: bool = True, method: str = "GET", body: bytes | None = None
+        ) -> tuple[int, dict, bytes]:
+    headers = {"Authorization": f"Bearer {TOKEN}"} if token else {}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    ask = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body, method=method, headers=headers)
     try:
         with urllib.request.urlopen(ask, timeout=30) as answer:
             return answer.status, dict(answer.headers), answer.read()
@@ -72,7 +76,7 @@ def test_one_page_on_the_configs_port_serves_every_camera_from_the_process_that_
            "graph": [{"detect": {"model": "det"}}, "track",
                      {"analytics": {"cameras": {"cam0": zone, "cam1": zone}}}, "annotate"],
            "outputs": {"dir": str(tmp_path / "out"), "jsonl": {"filename": "{camera}.jsonl"},
-                       "web": {"port": port, "token": TOKEN}}}
+                       "web": {"port": port, "token": TOKEN, "control": True}}}
     run = subprocess.Popen(run_command(write_config(cfg), "--processes", "2"), cwd=ROOT,
                            stderr=subprocess.PIPE, text=True)
     try:
@@ -107,6 +111,17 @@ def test_one_page_on_the_configs_port_serves_every_camera_from_the_process_that_
         assert all(e["id"] > ids[1] for e in json.loads(get(port, f"/api/events?after={ids[1]}")[2])["events"])
         metrics = get(port, "/metrics")[2].decode()
         assert 'camera="cam0"' in metrics and 'camera="cam1"' in metrics
+
+        added = {"id": "cam2", "uri": sample_path("vtest.mp4"), "realtime": True, "loop": True, "max_fps": 5}
+        status, _, body = get(port, "/api/cameras", method="POST", body=json.dumps(added).encode())
+        assert status == 201, body
+        wait_for(lambda: cameras(port)["cameras"].get("cam2", {}).get("processed", 0) > 0, 60, "cam2 did not start")
+        assert cameras(port)["cameras"]["cam2"]["host"] in ("host0", "host1")
+        status, headers, body = get(port, "/frame/cam2.jpg")
+        assert status == 200 and body[:2] == b"\xff\xd8"  # from the host it was placed on
+        assert get(port, "/api/cameras", method="POST", body=json.dumps(added).encode())[0] == 409  # running
+        assert get(port, "/api/cameras/cam2", method="DELETE")[0] == 202
+        wait_for(lambda: get(port, "/frame/cam2.jpg")[0] == 404, 30, "cam2 was not removed")
         run.send_signal(signal.SIGTERM)
         assert run.wait(120) == 0, run.stderr.read()[-3000:] if run.stderr else ""
     finally:

@@ -199,8 +199,6 @@ def test_a_model_the_host_processes_refuse_stops_the_run_with_its_reason(tmp_pat
 
 
 @pytest.mark.parametrize("args,outputs,expected", [
-    (["--processes", "2"], {"web": {"port": 0, "token": "t", "control": True}},
-     "outputs.web.control: --processes does not add or remove cameras over HTTP"),
     (["--processes", "0"], {}, "--processes: must be >= 1, got 0"),
     (["--processes", "2", "--cluster", "local"], {}, "--processes: spreads the cameras over this machine"),
     (["--processes", "2", "--hosts", "2"], {}, "--hosts, --cpus-per-host: for --cluster only"),
