@@ -65,7 +65,8 @@ class CameraControl:
         self.config = config
         self.reload: Callable[[], Reloaded] | None = None  # set by a run that reads a config file (not --cluster)
         self._lock = threading.Lock()
-        self._added: dict[str, SourceConfig] = {}  # cameras added so far (removed ones too: their files stay)
+        # cameras added so far (removed ones too: their files stay); replaced whole, read without the lock
+        self._added: dict[str, SourceConfig] = {}
 
     def add(self, data: Any, where: str = "source") -> SourceConfig:
         """Start the camera `data` describes, once its files collide with none of the
@@ -82,13 +83,13 @@ class CameraControl:
             if problems:
                 raise ConfigError([p.replace(f"sources[{len(others)}]", where) for p in problems])
             self.runs.add_camera(source)
-            self._added[source.id] = source
+            self._added = {**self._added, source.id: source}
         return source
 
     def added(self) -> list[SourceConfig]:
-        """The cameras added so far (removed ones too: their files stay)."""
-        with self._lock:
-            return list(self._added.values())
+        """The cameras added so far (removed ones too: their files stay), without waiting
+        for an add under way (it may wait for a host)."""
+        return list(self._added.values())
 
     def remove(self, camera: str) -> None:
         with self._lock:

@@ -50,6 +50,7 @@ from pipeline.config import Config, OutputsConfig, QueueConfig
 from pipeline.config.outputs import WebConfig
 
 log = logging.getLogger("pipeline.bench")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # where `pipeline` is
 
 MAX_DROPPED = 0.01
 WARMUP_S = 5.0  # a level is judged from then on
@@ -158,8 +159,9 @@ def _cpu_s(runner) -> float:
 def watching(runner, cameras: list[str]) -> subprocess.Popen:
     """A viewer process reading the live video of `cameras` from the runner's page."""
     web = getattr(runner, "front", None) or runner.side.web
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}
     return subprocess.Popen([sys.executable, "-m", "pipeline.bench.watcher", str(web.port), *cameras],
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, text=True, env=env)
 
 
 def watched_counts(viewer: subprocess.Popen) -> dict:

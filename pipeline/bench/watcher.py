@@ -1,7 +1,8 @@
 """A viewer of the live page's video for the density bench (`--watched K`), in a process
 of its own as a browser's would be: one socket per camera on `/api/live/<camera>` (the
 tiles' sub-streams), everything sent read, until SIGTERM; then one JSON line on stdout
-with the messages, bytes and frame records received and the sockets that ended early.
+with the messages, bytes and frame records received and the sockets that ended after their
+stream had started (each is opened again; one refused before its camera streams is not counted).
 
     python -m pipeline.bench.watcher PORT CAMERA [CAMERA ...]
 """
@@ -19,9 +20,11 @@ RETRY_S = 0.5  # a camera whose stream has not started yet is asked again
 
 async def watch(session: aiohttp.ClientSession, url: str, counts: dict) -> None:
     while True:
+        got = 0
         try:
             async with session.ws_connect(url, max_msg_size=0) as ws:
                 async for m in ws:
+                    got += 1
                     counts["messages"] += 1
                     if m.type == aiohttp.WSMsgType.BINARY:
                         counts["bytes"] += len(m.data)
@@ -29,7 +32,7 @@ async def watch(session: aiohttp.ClientSession, url: str, counts: dict) -> None:
                         counts["records"] += 1
         except (aiohttp.ClientError, OSError):
             pass
-        counts["ended"] += 1
+        counts["ended"] += 1 if got > 1 else 0  # more than the `unavailable` of a camera not streaming yet
         await asyncio.sleep(RETRY_S)
 
 

@@ -18,11 +18,13 @@ from dataclasses import replace
 from typing import Callable
 
 from pipeline.cluster.driver import ClusterDriver, HostsRun, HostState
-from pipeline.cluster.front import FrontServer, host_web
+from pipeline.cluster.front import FrontServer, HostsView, host_web
 from pipeline.cluster.processes import kill_process, process_call, start_processes
 from pipeline.config import Config, SourceConfig
 from pipeline.config.limits import visible_cores
 from pipeline.control import CameraControl
+from pipeline.errors import CameraInUse, UnknownCamera
+from pipeline.metrics.snapshot import Snapshot
 
 log = logging.getLogger("pipeline.cluster")
 
@@ -46,13 +48,15 @@ class ProcessRun(HostsRun):
                      max(1, len(config.sources)))
             processes = max(1, len(config.sources))
         self.front: FrontServer | None = None
+        self.view = HostsView(Snapshot())  # what the page reads, published by the driver's thread (`_publish`)
         self._calls: queue.SimpleQueue[tuple[Callable[[], object], Future]] = queue.SimpleQueue()
+        self._ended = False
         hosts_config = config
         if config.outputs.web is not None:  # its port taken before any host starts: one in use stops the run at once
             inner = host_web(config.outputs.web)
             hosts_config = replace(config, outputs=replace(config.outputs, web=inner))
             control = CameraControl(self, config) if config.outputs.web.control else None
-            self.front = FrontServer(config, lambda: self.driver, inner.token or "", control)
+            self.front = FrontServer(config, lambda: self.view, inner.token or "", control)
         try:
             self.hosts = start_processes(hosts_config, processes, cores_each(config, processes), max_frames)
         except BaseException:
@@ -65,36 +69,71 @@ class ProcessRun(HostsRun):
     def start(self) -> None:
         super().start()
         if self.front is not None:
+            self._publish()
             self.front.start()
 
+    def _publish(self) -> None:
+        if self.front is not None:
+            self.view = HostsView.of(self.driver)
+
     def _polled(self) -> None:
-        """The page's camera control, served on the driver's thread between polls."""
+        """The page's camera control served on the driver's thread between polls (a call
+        its caller stopped waiting for is dropped), then what the page reads published."""
         while True:
             try:
                 work, done = self._calls.get_nowait()
             except queue.Empty:
-                return
+                break
+            if not done.set_running_or_notify_cancel():
+                continue
             try:
                 done.set_result(work())
             except Exception as e:
                 done.set_exception(e)
+        self._publish()
 
     def _on_driver(self, work: Callable[[], object]) -> None:
-        if self._stop is not None:
-            raise RuntimeError("the run is stopping")
+        """`work` done on the driver's thread (from the page's threads), its outcome here."""
+        if self._stop is not None or self._ended:
+            raise RuntimeError("the run is ending")
         done: Future = Future()
         self._calls.put((work, done))
-        done.result(CONTROL_WAIT_S)
+        try:
+            done.result(CONTROL_WAIT_S)
+        except TimeoutError:
+            if done.cancel():
+                raise RuntimeError("the run did not take the request in time") from None
+            done.result()  # under way: its outcome
 
-    # `pipeline.control.Runs`
+    def _refuse_calls(self) -> None:
+        self._ended = True
+        while True:
+            try:
+                _, done = self._calls.get_nowait()
+            except queue.Empty:
+                return
+            if done.set_running_or_notify_cancel():
+                done.set_exception(RuntimeError("the run is ending"))
+
+    def _add(self, source: SourceConfig) -> None:
+        if source.id in self.driver.running():
+            raise CameraInUse(f"source.id: camera {source.id} is already running")
+        self.driver.add([source])
+
+    def _remove(self, camera: str) -> None:
+        if camera not in self.driver.running():
+            raise UnknownCamera(f"camera {camera} is not running")
+        self.driver.remove(camera)
+
+    # `pipeline.control.Runs`, called from the page's threads
     def add_camera(self, source: SourceConfig) -> None:
-        self._on_driver(lambda: self.driver.add([source]))
+        self._on_driver(lambda: self._add(source))
 
     def remove_camera(self, camera: str) -> None:
-        self._on_driver(lambda: self.driver.remove(camera))
+        self._on_driver(lambda: self._remove(camera))
 
     def cameras(self) -> list[str]:
-        return self.driver.running()
+        return self.view.running
 
     def pids(self) -> list[int]:
         return [h.handle.process.pid for h in self.hosts]
@@ -108,6 +147,7 @@ class ProcessRun(HostsRun):
     def close(self, timeout: float = 30.0) -> None:
         """The hosts' last statuses (stopped now if they were not), then their processes end.
         An abort asked while they drain (a second Ctrl-C) goes out at once."""
+        self._refuse_calls()
         try:
             self.stop(bool(self._stop))
             deadline = time.monotonic() + max(timeout, 120.0)

@@ -24,7 +24,6 @@ class HostStatus:
     cpu_percent: float | None = None
     live_view: dict | None = None  # its web server's live view (`WebServer.live_view`), where it serves one
 
-
     @classmethod
     def of(cls, host: str, node: str, snap: Snapshot, latency: Histogram, open_cameras: list[str],
            outputs_failed: dict[str, str], live_view: dict | None = None) -> "HostStatus":

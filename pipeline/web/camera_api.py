@@ -136,6 +136,9 @@ def remove(control: CameraControl, camera: str) -> Reply:
         control.remove(camera)
     except UnknownCamera as e:
         return text(404, str(e))
+    except Exception as e:  # the run could not remove it now (a run of hosts: it ended, or the run is stopping)
+        log.warning("removing camera %s over HTTP failed: %s", camera, one_line(e))
+        return text(503, f"the camera could not be removed: {one_line(e)}")
     log.info("camera %s removed over HTTP", camera)
     return as_json({"removing": camera}, 202)
 

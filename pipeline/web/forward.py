@@ -6,10 +6,13 @@ that decodes it (its own web server, on 127.0.0.1 behind a token of the run's ow
 The stills, the motion view and the MJPEG stream are relayed as they come (a stream
 chunk by chunk, so a viewer sees each picture when the host sends it); a video socket is
 relayed message by message, each sent before the next is read, so a slow viewer holds
-only its own socket to the host, whose queue for it is bounded and skips to the next
-keyframe (`live.subscriber`). A camera no host holds is 404, as on one process's server;
-a host that does not answer is 502 (a socket gets `unavailable`, as for a camera whose
-video cannot be streamed, and the page shows stills).
+only its own socket to the host: once the relay's buffers are full (the sockets' own,
+some hundreds of kilobytes), the host's queue for it fills and skips to the next
+keyframe (`live.subscriber`). Nothing is deflated on the way (fMP4 does not compress). A
+camera no host holds is 404, as on one process's server; a host that does not answer is
+502 (a socket gets `unavailable`, as for a camera whose video cannot be streamed, and the
+page shows stills). The host's URL is made from the camera's id (checked against the
+run's cameras), never from the path as sent.
 """
 from __future__ import annotations
 
@@ -19,13 +22,16 @@ import urllib.parse
 from typing import Awaitable, Callable
 
 import aiohttp
+import yarl
 from aiohttp import WSMsgType, web
 
+from pipeline.live.hub import STREAMS
 from pipeline.web.live_api import HEARTBEAT_S, unavailable
 
 Where = Callable[[str], "str | None"]  # a camera -> the base URL of the server holding it (None: none does)
 RELAYED = ("Content-Type", "Retry-After", "X-Capture-Time", "X-Seq")  # what a host's answer says that the viewer needs
 CONNECT_S = 5.0  # a host answers its own loopback server in well under this
+STREAMING = aiohttp.ClientTimeout(total=None, connect=CONNECT_S, sock_read=None)  # MJPEG: quiet while a camera reconnects
 
 
 class Forwarder:
@@ -48,20 +54,23 @@ class Forwarder:
         if self._session is not None:
             await self._session.close()
 
-    def url(self, camera: str, request: web.Request) -> str | None:
-        """The host's URL for this request (the viewer's own token left out), or None."""
+    def url(self, camera: str, prefix: str, suffix: str, request: web.Request) -> yarl.URL | None:
+        """The host's URL for the camera's route (the viewer's query but its token), or None."""
         base = self.where(camera)
         if base is None:
             return None
         query = [(k, v) for k, v in urllib.parse.parse_qsl(request.rel_url.raw_query_string, keep_blank_values=True)
                  if k != "token"]
-        return base + request.rel_url.raw_path + ("?" + urllib.parse.urlencode(query) if query else "")
+        path = prefix + urllib.parse.quote(camera, safe="") + suffix
+        return yarl.URL(base + path + ("?" + urllib.parse.urlencode(query) if query else ""), encoded=True)
 
 
 def _camera(request: web.Request, prefix: str, suffix: str = "") -> str:
+    """The camera the path names ("" where it lacks the route's suffix: no camera)."""
     raw = request.rel_url.raw_path
-    return urllib.parse.unquote(raw[len(prefix):len(raw) - len(suffix)] if suffix and raw.endswith(suffix)
-                                else raw[len(prefix):])
+    if not raw.endswith(suffix):
+        return ""
+    return urllib.parse.unquote(raw[len(prefix):len(raw) - len(suffix)] if suffix else raw[len(prefix):])
 
 
 def _no_camera() -> web.Response:
@@ -77,11 +86,12 @@ def relaying(forward: Forwarder, prefix: str, suffix: str = ""
     """A GET under `prefix` (the camera, then `suffix`) answered by the camera's host."""
 
     async def relay(request: web.Request) -> web.StreamResponse:
-        url = forward.url(_camera(request, prefix, suffix), request)
+        url = forward.url(_camera(request, prefix, suffix), prefix, suffix, request)
         if url is None:
             return _no_camera()
+        streaming = {"timeout": STREAMING} if prefix == "/stream/" else {}
         try:
-            async with forward.session().get(url, allow_redirects=False) as answer:
+            async with forward.session().get(url, allow_redirects=False, **streaming) as answer:
                 headers = {k: answer.headers[k] for k in RELAYED if k in answer.headers}
                 if not answer.headers.get("Content-Type", "").startswith("multipart/"):
                     return web.Response(status=answer.status, body=await answer.read(), headers=headers)
@@ -120,9 +130,11 @@ def relaying_video(forward: Forwarder) -> Callable[[web.Request], Awaitable[web.
     """`/api/live/<camera>`: the host's video socket, relayed."""
 
     async def live(request: web.Request) -> web.StreamResponse:
-        viewer = web.WebSocketResponse(heartbeat=HEARTBEAT_S)
+        if request.query.get("stream", "sub") not in STREAMS:
+            raise web.HTTPBadRequest(text=f"stream must be one of {', '.join(STREAMS)}")
+        viewer = web.WebSocketResponse(heartbeat=HEARTBEAT_S, compress=False)
         await viewer.prepare(request)
-        url = forward.url(request.match_info["camera"], request)
+        url = forward.url(request.match_info["camera"], "/api/live/", "", request)
         try:
             if url is None:
                 await viewer.send_str(unavailable("no such camera"))
