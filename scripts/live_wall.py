@@ -9,7 +9,10 @@ one sending HEVC (the tile falls back to stills and says why). The first camera 
 the `1080p` clip as its main stream and analyses `360p` as its sub-stream (`detect_uri`), so
 `--full-screenshot` shows it opened full size: its main stream, the boxes scaled. The detector is
 yolox_nano at `--detect-fps` a camera (0: a model that costs nothing, every frame: the
-figures are then the page's and the plumbing's alone).
+figures are then the page's and the plumbing's alone). `--processes N` runs the pipeline's
+cameras over N processes (`run --processes N`: the page served by the run, each camera's
+video relayed from its host process; the pipeline's CPU is all of them; the JSON lines
+on, as such a run needs them).
 
 Reported after `--warmup` seconds, over `--seconds`, per tile and as the median and the
 worst tile: the share of the camera's frames the video presented (its distinct pictures
@@ -24,7 +27,7 @@ the tiles out of the window's view, which the page does not play (`--height` hol
 
     python scripts/live_wall.py [--cameras 16] [--rtsp 4] [--hevc 0] [--seconds 60] [--warmup 15]
                                 [--detect-fps 0] [--rounds 1] [--screenshot wall.png]
-                                [--full-screenshot full.png] [--width 2200]
+                                [--full-screenshot full.png] [--width 2200] [--processes 1]
 """
 from __future__ import annotations
 
@@ -131,7 +134,8 @@ def config(folder: str, args: argparse.Namespace, port: int, urls: dict[str, str
         det = {"path": os.path.join(folder, "null.onnx"), "layout": "e2e", "input_size": 64}
         detect = {"detect": {"model": "det"}}
     cfg = {"sources": sources, "models": {"det": det}, "graph": [detect, "track", "annotate"],
-           "outputs": {"dir": os.path.join(folder, "out"), "video": {"enabled": False}, "jsonl": {"enabled": False},
+           "outputs": {"dir": os.path.join(folder, "out"), "video": {"enabled": False},
+                       "jsonl": {"enabled": args.processes > 1},  # a run over processes resumes a camera from them
                        "record": {"enabled": False}, "store": False, "web": {"port": port}}}
     path = os.path.join(folder, "wall.yaml")
     Path(path).write_text(yaml.safe_dump(cfg))
@@ -163,18 +167,19 @@ def measure(args: argparse.Namespace, folder: str) -> dict:
         if wanted:
             server, urls[codec] = rtsp_server(codec)
             servers.append(server)
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--config", config(folder, args, port, urls), "-q"],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    spread = ["--processes", str(args.processes)] if args.processes > 1 else []
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--config", config(folder, args, port, urls), "-q",
+                             *spread], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     d, service = chromium(args.width, args.height)
     try:
         wait_up(port, proc)
         d.get(f"http://127.0.0.1:{port}/")
         time.sleep(args.warmup)
-        browser_pids = descendants(service.process.pid)
-        first, cpu0, lost0, wall0 = tiles(d), (cpu_seconds(proc.pid), cpu_of(browser_pids)), dropped(port), \
+        browser_pids, run_pids = descendants(service.process.pid), descendants(proc.pid)  # the run's host processes too
+        first, cpu0, lost0, wall0 = tiles(d), (cpu_of(run_pids), cpu_of(browser_pids)), dropped(port), \
             time.monotonic()
         time.sleep(args.seconds)
-        last, cpu1, lost1, wall = tiles(d), (cpu_seconds(proc.pid), cpu_of(browser_pids)), dropped(port), \
+        last, cpu1, lost1, wall = tiles(d), (cpu_of(run_pids), cpu_of(browser_pids)), dropped(port), \
             time.monotonic() - wall0
         out_of_view = d.execute_script(OUT_OF_VIEW)
         if args.screenshot:
@@ -245,6 +250,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=15.0, help="seconds of the page open before it is measured")
     ap.add_argument("--detect-fps", type=float, default=0.0,
                     help="yolox_nano's rate a camera (0: a model that costs nothing, every frame)")
+    ap.add_argument("--processes", type=int, default=1, help="the pipeline's cameras over N processes (`run "
+                    "--processes N`: the page served by the run, each camera relayed from its host)")
     ap.add_argument("--rounds", type=int, default=1, help="fresh runs; the figures are their medians")
     ap.add_argument("--width", type=int, default=2200)
     ap.add_argument("--height", type=int, default=1800)
