@@ -50,7 +50,6 @@ from pipeline.config import Config, OutputsConfig, QueueConfig
 from pipeline.config.outputs import WebConfig
 
 log = logging.getLogger("pipeline.bench")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # where `pipeline` is
 
 MAX_DROPPED = 0.01
 WARMUP_S = 5.0  # a level is judged from then on
@@ -158,10 +157,11 @@ def _cpu_s(runner) -> float:
 
 def watching(runner, cameras: list[str]) -> subprocess.Popen:
     """A viewer process reading the live video of `cameras` from the runner's page."""
+    from pipeline.cluster.processes import child_env
+
     web = getattr(runner, "front", None) or runner.side.web
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)}
     return subprocess.Popen([sys.executable, "-m", "pipeline.bench.watcher", str(web.port), *cameras],
-                            stdout=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, text=True, env=child_env())
 
 
 def watched_counts(viewer: subprocess.Popen) -> dict:

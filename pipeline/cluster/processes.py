@@ -44,6 +44,13 @@ ENTRY = ("import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(pipeline.__file__)))
 
 
+def child_env() -> dict[str, str]:
+    """The environment of a child process that imports this `pipeline`, wherever it came from."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
+    return env
+
+
 def _logging_of(level: int) -> None:
     """The child logs as the parent does (`pipeline.cli` sets the format): one stderr."""
     from pipeline.redact import RedactingFilter
@@ -109,11 +116,9 @@ class HostProcess:
 
     def __init__(self, name: str, config: Config, cores: int, max_frames: int | None):
         ours, theirs = socket.socketpair()
-        env = dict(os.environ)  # the child imports this `pipeline`, wherever it came from
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
         with theirs:
             self.process = subprocess.Popen([sys.executable, "-c", ENTRY, str(theirs.fileno())],
-                                            pass_fds=(theirs.fileno(),), env=env)
+                                            pass_fds=(theirs.fileno(),), env=child_env())
         self._conn = Connection(ours.detach())
         self._sending = threading.Lock()
         self._answers: dict[int, tuple[bool, object]] = {}

@@ -26,6 +26,7 @@ import yarl
 from aiohttp import WSMsgType, web
 
 from pipeline.live.hub import STREAMS
+from pipeline.web.handler import NO_CAMERA, named, respond
 from pipeline.web.live_api import HEARTBEAT_S, unavailable
 
 Where = Callable[[str], "str | None"]  # a camera -> the base URL of the server holding it (None: none does)
@@ -65,18 +66,6 @@ class Forwarder:
         return yarl.URL(base + path + ("?" + urllib.parse.urlencode(query) if query else ""), encoded=True)
 
 
-def _camera(request: web.Request, prefix: str, suffix: str = "") -> str:
-    """The camera the path names ("" where it lacks the route's suffix: no camera)."""
-    raw = request.rel_url.raw_path
-    if not raw.endswith(suffix):
-        return ""
-    return urllib.parse.unquote(raw[len(prefix):len(raw) - len(suffix)] if suffix else raw[len(prefix):])
-
-
-def _no_camera() -> web.Response:
-    return web.Response(status=404, text="no such camera\n")
-
-
 def _unreachable(e: BaseException) -> web.Response:
     return web.Response(status=502, text=f"the camera's process did not answer: {type(e).__name__}\n")
 
@@ -86,9 +75,10 @@ def relaying(forward: Forwarder, prefix: str, suffix: str = ""
     """A GET under `prefix` (the camera, then `suffix`) answered by the camera's host."""
 
     async def relay(request: web.Request) -> web.StreamResponse:
-        url = forward.url(_camera(request, prefix, suffix), prefix, suffix, request)
+        camera = named(request, prefix, suffix)
+        url = forward.url(camera, prefix, suffix, request) if camera is not None else None
         if url is None:
-            return _no_camera()
+            return await respond(request, NO_CAMERA)
         streaming = {"timeout": STREAMING} if prefix == "/stream/" else {}
         try:
             async with forward.session().get(url, allow_redirects=False, **streaming) as answer:
