@@ -315,7 +315,7 @@ def merged_snapshot(driver: ClusterDriver) -> Snapshot:
                                   sorted(c for c in h.cameras if not driver.cameras[c].done))
              for h in driver.hosts.values()}
     return Snapshot(elapsed_s=round(elapsed, 3), throughput_fps=round(processed / elapsed, 2) if elapsed > 0 else 0.0,
-                    processed=processed, latency=Latency.of(latency), cpu_percent=sum(cpu), cameras=cameras,
+                    processed=processed, latency=Latency.of(latency), cpu_percent=round(sum(cpu), 1), cameras=cameras,
                     recent=Recent(fps=round(sum(c.recent.fps for c in cameras.values()), 2)),  # no recent latency here
                     engines=engines, events=events, hosts=hosts, incidents=list(driver.incidents),
                     driver=DriverSnapshot(driver.polls, round(driver.work_s, 4)))
