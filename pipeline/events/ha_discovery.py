@@ -90,7 +90,7 @@ def snapshot_entity() -> Entity:
 def present_entity(cls: str) -> Entity:
     return Entity("binary_sensor", _named("present", cls), f"{cls} present", {
         "device_class": "occupancy", "payload_on": ON, "payload_off": OFF,
-        "value_template": f"{{{{ 'ON' if value_json.present[{_q(cls)}] > 0 else 'OFF' }}}}"})
+        "value_template": f"{{{{ 'ON' if value_json.present.get({_q(cls)}, 0) > 0 else 'OFF' }}}}"})
 
 
 def line_entity(line: str, direction: str, cls: str | None = None) -> Entity:

@@ -362,6 +362,16 @@ def test_a_template_reads_its_line_and_class_whatever_their_names_hold():
     assert got == ["1", "4", "5", "6"]
 
 
+def test_a_class_present_reads_off_on_a_status_from_before_the_class_was_seen():
+    """Home Assistant renders a retained or late status against the entity: a status sent
+    before the class's first object holds no count for it and must read OFF, not fail."""
+    from pipeline.events.ha_discovery import present_entity
+
+    fields = present_entity("person").fields
+    assert [render(fields, {"present": p}) for p in ({}, {"car": 1}, {"person": 0}, {"person": 2})] == \
+        ["OFF", "OFF", "OFF", "ON"]
+
+
 def test_a_reload_that_renames_a_line_and_removes_a_zone_removes_their_entities_and_state(tmp_path):
     """Frames before and after a reload (each frame carries every line and zone its camera
     has): the renamed line's and the removed zone's retained configs are cleared (an
