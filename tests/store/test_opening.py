@@ -131,3 +131,33 @@ def test_a_store_path_that_is_a_folder_is_one_line_and_exit_2_for_run_and_store_
         said = [line for line in r.stderr.splitlines() if " INFO " not in line]  # the run's start-up notes aside
         assert said == [f"error: {out / 'store.db'}: the store is a folder, not a file"], r.stderr
     assert (out / "store.db").is_dir() and not glob.glob(str(out / "store.db.*[0-9]"))
+
+
+def _open_when_all_are_ready(path: str, together, answers) -> None:
+    together.wait()
+    try:
+        open_sqlite(path).conn.close()
+        answers.put("opened")
+    except Exception as e:
+        answers.put(f"{type(e).__name__}: {e}")
+
+
+def test_processes_opening_one_new_store_at_once_all_open_it(tmp_path):
+    """The hosts of `run --processes N` open the run's new store together. Turning a new
+    file to WAL is refused at once while another connection holds a lock on it (no busy
+    wait): without waiting and trying again, one host in three failed to start."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    answers = []
+    for trial in range(8):
+        path = str(tmp_path / f"store{trial}.db")
+        together, out = ctx.Barrier(4), ctx.Queue()
+        openers = [ctx.Process(target=_open_when_all_are_ready, args=(path, together, out)) for _ in range(4)]
+        for p in openers:
+            p.start()
+        answers += [out.get(timeout=60) for _ in openers]
+        for p in openers:
+            p.join(30)
+        assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert Counter(answers) == Counter({"opened": 32})
