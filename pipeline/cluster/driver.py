@@ -299,11 +299,13 @@ class HostsRun:
 def merged_snapshot(driver: ClusterDriver) -> Snapshot:
     """The hosts' statuses merged: latency histograms and event counts added up, engines
     by host, every camera's counters from where it runs."""
-    latency, engines, events = Histogram(), {}, {}
+    latency, recent, engines, events = Histogram(), Histogram(), {}, {}
     for h in driver.hosts.values():
         if h.status is None:
             continue
         latency.merge(h.status.latency())
+        if h.alive:
+            recent.merge(h.status.recent_latency())
         engines.update({f"{h.name}/{name}": e for name, e in h.status.engines.items()})
         for dest, e in h.status.events.items():
             events.setdefault(dest, DeliveryStats()).add(e)
@@ -316,7 +318,7 @@ def merged_snapshot(driver: ClusterDriver) -> Snapshot:
              for h in driver.hosts.values()}
     return Snapshot(elapsed_s=round(elapsed, 3), throughput_fps=round(processed / elapsed, 2) if elapsed > 0 else 0.0,
                     processed=processed, latency=Latency.of(latency), cpu_percent=round(sum(cpu), 1), cameras=cameras,
-                    recent=Recent(fps=round(sum(c.recent.fps for c in cameras.values()), 2)),  # no recent latency here
+                    recent=Recent(fps=round(sum(c.recent.fps for c in cameras.values()), 2), latency=Latency.of(recent)),
                     engines=engines, events=events, hosts=hosts, incidents=list(driver.incidents),
                     driver=DriverSnapshot(driver.polls, round(driver.work_s, 4)))
 

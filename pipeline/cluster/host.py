@@ -21,6 +21,7 @@ from pipeline.config.secrets import register_config, register_source
 from pipeline.errors import PipelineError
 from pipeline.frames import Resume
 from pipeline.graph import Pipeline
+from pipeline.metrics.registry import recent_latency
 
 
 class PipelineHost:
@@ -53,10 +54,13 @@ class PipelineHost:
         self.pipeline.remove_camera(camera)
 
     def status(self) -> HostStatus:
-        web = self.pipeline.side.web
-        return HostStatus.of(self.name, self.node, self.pipeline.snapshot(), self.pipeline.metrics.total_latency(),
+        """What the driver merges. The cameras' latencies over the recent window go as a
+        histogram: the run's recent P99 is the hosts' histograms merged (P99s do not add up)."""
+        web, metrics = self.pipeline.side.web, self.pipeline.metrics
+        recent = recent_latency([c.recent for c in list(metrics.cameras.values())], metrics.clock())
+        return HostStatus.of(self.name, self.node, self.pipeline.snapshot(), metrics.total_latency(),
                              self.pipeline.cameras(), self.pipeline.outputs_failed,
-                             web.live_view() if web is not None else None)
+                             web.live_view() if web is not None else None, recent)
 
     def stop(self, abort: bool = False) -> HostStatus:
         """Stop every camera, drain (or abort), finalise the outputs; the last status. An

@@ -22,14 +22,24 @@ class HostStatus:
     events: dict[str, DeliveryStats] = field(default_factory=dict)
     outputs_failed: dict[str, str] = field(default_factory=dict)
     cpu_percent: float | None = None
+    recent_counts: list[int] = field(default_factory=lambda: [0] * len(Histogram().counts))  # the last WINDOW_S
+    recent_total: float = 0.0
+    recent_max: float = 0.0
     live_view: dict | None = None  # its web server's live view (`WebServer.live_view`), where it serves one
 
     @classmethod
     def of(cls, host: str, node: str, snap: Snapshot, latency: Histogram, open_cameras: list[str],
-           outputs_failed: dict[str, str], live_view: dict | None = None) -> "HostStatus":
-        """From a host's pipeline snapshot and its latency histogram."""
+           outputs_failed: dict[str, str], live_view: dict | None = None,
+           recent: Histogram | None = None) -> "HostStatus":
+        """From a host's pipeline snapshot, its latency histogram and its recent one."""
+        recent = recent or Histogram()
         return cls(host, node, snap.cameras, open_cameras, latency.counts.tolist(), latency.total, latency.max,
-                   snap.engines, snap.events, outputs_failed, snap.cpu_percent, live_view)
+                   snap.engines, snap.events, outputs_failed, snap.cpu_percent, recent.counts.tolist(),
+                   recent.total, recent.max, live_view)
 
     def latency(self) -> Histogram:
         return Histogram.from_counts(self.latency_counts, self.latency_total, self.latency_max)
+
+    def recent_latency(self) -> Histogram:
+        """Its cameras' latency over the recent window (`metrics.window`), as of this status."""
+        return Histogram.from_counts(self.recent_counts, self.recent_total, self.recent_max)

@@ -106,12 +106,17 @@ class CameraStats:
             recording=dataclasses.replace(self.recording) if self.recording is not None else None)
 
 
-def recent_of(windows: list[Window], now: float) -> Recent:
-    """The recent figures of `windows` together: their rates summed, their latencies merged."""
+def recent_latency(windows: list[Window], now: float) -> Histogram:
+    """The latencies of `windows` over their window ending `now`, as one histogram."""
     latency = Histogram()
     for w in windows:
         latency.merge(w.latency(now))
-    return Recent(fps=round(sum(w.rate(now) for w in windows), 2), latency=Latency.of(latency))
+    return latency
+
+
+def recent_of(windows: list[Window], now: float) -> Recent:
+    """The recent figures of `windows` together: their rates summed, their latencies merged."""
+    return Recent(fps=round(sum(w.rate(now) for w in windows), 2), latency=Latency.of(recent_latency(windows, now)))
 
 
 @dataclass

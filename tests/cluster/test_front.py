@@ -89,6 +89,8 @@ def test_one_page_on_the_configs_port_serves_every_camera_from_the_process_that_
         assert sorted(snap["cameras"]) == ["cam0", "cam1"]
         assert {c["host"] for c in snap["cameras"].values()} == {"host0", "host1"}  # one camera a process
         assert snap["cpu_percent"] == round(snap["cpu_percent"], 1)  # the hosts' added up, shown as one process's
+        wait_for(lambda: cameras(port)["recent"]["latency"]["p99_ms"] is not None, 30,
+                 "the header's P99 over the last seconds: the hosts' recent latencies merged")
         assert get(port, "/api/cameras", token=False)[0] == 401  # the config's token at the door
         for cam in ("cam0", "cam1"):
             status, headers, body = get(port, f"/frame/{cam}.jpg?token=ignored")

@@ -8,7 +8,8 @@ from dataclasses import replace
 from pipeline.cluster.driver import ClusterDriver, HostGone, HostState, direct_call
 from pipeline.cluster.placement import CameraLoad, CostModel, Host, hosts_needed, place
 from pipeline.cluster.status import HostStatus
-from pipeline.metrics.snapshot import CameraSnapshot
+from pipeline.metrics.histogram import Histogram
+from pipeline.metrics.snapshot import CameraSnapshot, Latency
 from pipeline.config import parse_config
 
 MODEL = CostModel()
@@ -44,6 +45,7 @@ class FakeHost:
     def __init__(self, name: str, log: list):
         self.name, self.cameras, self.dead, self.hung, self.log = name, {}, False, False, log
         self.resumes: dict = {}
+        self.recent = Histogram()  # its cameras' latencies over the recent window
 
     def add(self, source, resume):
         self.log.append(("add", self.name, source.id))
@@ -59,7 +61,9 @@ class FakeHost:
         if self.hung:
             raise TimeoutError("no answer")
         return HostStatus(self.name, "n-" + self.name, self.cameras,
-                          [c for c, v in self.cameras.items() if v.state not in ("ended", "failed")])
+                          [c for c, v in self.cameras.items() if v.state not in ("ended", "failed")],
+                          recent_counts=self.recent.counts.tolist(), recent_total=self.recent.total,
+                          recent_max=self.recent.max)
 
 
 def driver_of(config, fakes: dict, **options) -> ClusterDriver:
@@ -166,3 +170,24 @@ def test_cameras_no_host_can_run_are_failed_and_the_run_can_end(live_config):
     snap = driver.snapshot()
     assert driver.finished() and set(snap.cameras) == {s.id for s in live_config.sources}
     assert {c.state for c in snap.cameras.values()} == {"failed"}
+
+
+def test_the_runs_recent_p99_is_its_live_hosts_latencies_together(live_config):
+    """The page's header and /api/cameras show the run's P99 over the last seconds: the
+    hosts' recent histograms merged (their P99s do not add up), a lost host's left out."""
+    fakes = {n: FakeHost(n, []) for n in ("h0", "h1")}
+    for latency in [0.01] * 90:
+        fakes["h0"].recent.record(latency)
+    for latency in [0.5] * 10:
+        fakes["h1"].recent.record(latency)
+    driver = driver_of(live_config, fakes)
+    driver.start()
+    driver.poll()
+    both = Histogram()
+    both.merge(fakes["h0"].recent)
+    both.merge(fakes["h1"].recent)
+    assert driver.snapshot().recent.latency == Latency.of(both)
+    assert driver.snapshot().recent.latency.p99_ms >= 400  # h1's slow tenth of the frames sets it
+    fakes["h1"].dead = True
+    driver.poll()
+    assert driver.snapshot().recent.latency == Latency.of(fakes["h0"].recent)
