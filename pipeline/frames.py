@@ -136,14 +136,22 @@ class Letterbox:
 @dataclass
 class Motion:
     """What changed in a frame against its camera's background (`sources.motion_detector`):
-    the boxes around the changes, in frame pixels, and the share of the unmasked picture
-    that changed. `recalibrated`: so much changed at once (lights, day/night) that the
-    background was taken afresh and no motion is reported."""
+    the boxes around the changes, in frame pixels, which of them changed since the picture
+    measured before (`live`), and the share of the unmasked picture that changed.
+    `recalibrated`: so much changed at once (lights, day/night) that the background was
+    taken afresh and no motion is reported."""
 
     boxes: np.ndarray  # (n, 4) float32 x1, y1, x2, y2
     changed: float = 0.0
     recalibrated: bool = False
     mask: list = field(default_factory=list)  # the camera's polygons where motion is ignored (the tuning view)
+    # per box: something in it changed since the picture measured before (None: every box);
+    # a box that did not is what stopped or what left, still fading into the background
+    live: np.ndarray | None = None
+
+    @property
+    def live_boxes(self) -> np.ndarray:
+        return self.boxes if self.live is None else self.boxes[self.live]
 
     @classmethod
     def none(cls, changed: float = 0.0, recalibrated: bool = False, mask: list | None = None) -> "Motion":

@@ -17,7 +17,10 @@ moves (the tracker's view `LAG_S` ago, `runtime.track_feedback`), or `refresh_s`
 passed since the detector last ran on the camera (the first frame always goes); so on a
 still scene the detector runs once per `refresh_s`. Motion lying on a settled track (one
 whose box has stayed put for `stages.track.SETTLED_S`: a person who stopped, not yet
-faded into the background) is that object's own and runs nothing (`off_settled`). Motion is measured only on the frames
+faded into the background) is that object's own and runs nothing (`off_settled`); so does
+motion that did not change since the rate's frame before (`Motion.live`: the picture of an
+object that stopped, or the trace one left, both fading into the background over
+`background_s`, while nothing there moves). Motion is measured only on the frames
 of the rate: what moves between two of them shows in the second. With `regions`, a run for motion looks only at square crops
 around it and the moving tracks where that is cheaper (`sources.regions`).
 
@@ -134,7 +137,7 @@ class DetectGate:
             return DetectPlan(True, "every")
         motion = self.motion(picture, t)
         tracks = self._tracks(t, stopping)
-        moved = off_settled(motion.boxes, tracks)
+        moved = off_settled(motion.live_boxes, tracks)
         self._at_border = moved if self._watched.touched(moved) else _NONE
         moving = tracks.moving_at(t) if tracks is not None else _NONE
         if self._last_run is None:

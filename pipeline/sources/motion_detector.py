@@ -16,7 +16,10 @@ outside the mask; blobs above `min_area` become boxes in frame pixels. The avera
 follows slowly (time constant `background_s` of the camera's own time, so the result
 does not depend on how often it is asked): slow light changes and objects that stop
 fade into it. When most of the picture changes at once (lights switched, day/night),
-the average is taken afresh instead.
+the average is taken afresh instead. Each box also says whether anything in it changed
+against the picture measured before (`Motion.live`): one that did not is a picture that
+stopped changing, an object that stopped or the trace of one that left, fading into the
+average (what runs the detector is what changes, `sources.detect_gate`).
 """
 from __future__ import annotations
 
@@ -83,6 +86,7 @@ class MotionDetector:
         self._frame: tuple[int, int] | None = None  # (w, h) of the pictures the state is for
         self._small: tuple[int, int] = (0, 0)
         self._background: np.ndarray | None = None  # float32 at the small size
+        self._previous: np.ndarray | None = None  # the picture measured before, at the small size
         self._keep: np.ndarray | None = None  # 255 where motion counts, 0 under the mask
         self._kept = 1
         self._last_t = 0.0
@@ -97,7 +101,7 @@ class MotionDetector:
             points = np.round(np.asarray(polygon, np.float64) * (sx, sy)).astype(np.int32)
             cv2.fillPoly(keep, [points], 0)
         self._keep, self._kept = keep, max(1, cv2.countNonZero(keep))
-        self._background = None
+        self._background = self._previous = None
 
     def set_mask(self, mask: list[list[tuple[float, float]]]) -> None:
         """A new mask (a reload): from the next picture on, with a fresh background."""
@@ -118,6 +122,7 @@ class MotionDetector:
         small = cv2.GaussianBlur(shrink(y, shift, self._small), (3, 3), 0)
         if self._background is None:
             self._background, self._last_t, self._moving_since = small.astype(np.float32), t, None
+            self._previous = small
             return Motion.none(recalibrated=True, mask=self.config.mask)
         background = cv2.convertScaleAbs(self._background)
         threshold = float(self.config.threshold)
@@ -130,12 +135,14 @@ class MotionDetector:
         alpha = 1.0 - math.exp(-max(0.0, t - self._last_t) / self.config.background_s)
         self._last_t = t
         if share >= self.config.recalibrate:
-            self._background, self._moving_since = small.astype(np.float32), None
+            self._background, self._previous, self._moving_since = small.astype(np.float32), small, None
             return Motion.none(share, recalibrated=True, mask=self.config.mask)
         grown = cv2.dilate(changed, _KERNEL, iterations=2) if share else changed
-        boxes = self._boxes(changed, grown) if share else np.zeros((0, 4), np.float32)
+        previous, self._previous = self._previous, small
+        rects = self._blobs(changed, grown) if share else []
+        boxes = self._boxes(rects)
         self._learn(small, grown, alpha, t, len(boxes) > 0)
-        return Motion(boxes, share, mask=self.config.mask)
+        return Motion(boxes, share, mask=self.config.mask, live=self._live(rects, small, previous, threshold))
 
     def _learn(self, small: np.ndarray, grown: np.ndarray, alpha: float, t: float, moving: bool) -> None:
         """The background follows the picture: everywhere while nothing moves, or once the
@@ -163,19 +170,37 @@ class MotionDetector:
             small = cv2.convertScaleAbs(small, alpha=base / median)
         return small, threshold * min(1.0, max(spread, 256.0 / MAX_GAIN) / 255.0)
 
-    def _boxes(self, changed: np.ndarray, grown: np.ndarray) -> np.ndarray:
-        """Boxes around the changed blobs (`grown`: joined by a dilation) with at least
-        `min_area` changed pixels in them, in frame pixels."""
-        blobs, _ = cv2.findContours(grown, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    def _least(self) -> float:
+        """The fewest changed pixels that count, at the small size (`min_area`)."""
         sw, sh = self._small
-        least = max(1.0, self.config.min_area * sw * sh)
-        rects = [r for r in map(cv2.boundingRect, blobs)
-                 if cv2.countNonZero(changed[r[1]:r[1] + r[3], r[0]:r[0] + r[2]]) >= least]
+        return max(1.0, self.config.min_area * sw * sh)
+
+    def _blobs(self, changed: np.ndarray, grown: np.ndarray) -> list[tuple[int, int, int, int]]:
+        """The changed blobs (`grown`: joined by a dilation) with at least `min_area`
+        changed pixels in them: (x, y, w, h) at the small size."""
+        blobs, _ = cv2.findContours(grown, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+        least = self._least()
+        return [r for r in map(cv2.boundingRect, blobs)
+                if cv2.countNonZero(changed[r[1]:r[1] + r[3], r[0]:r[0] + r[2]]) >= least]
+
+    def _boxes(self, rects: list[tuple[int, int, int, int]]) -> np.ndarray:
+        """The blobs' boxes in frame pixels."""
         if not rects:
             return np.zeros((0, 4), np.float32)
         assert self._frame is not None
+        sw, sh = self._small
         boxes = np.array([(x, y, x + bw, y + bh) for x, y, bw, bh in rects], np.float32)
         fw, fh = self._frame
         boxes[:, [0, 2]] *= fw / sw
         boxes[:, [1, 3]] *= fh / sh
         return boxes
+
+    def _live(self, rects: list[tuple[int, int, int, int]], small: np.ndarray, previous: np.ndarray | None,
+              threshold: float) -> np.ndarray | None:
+        """Per blob: at least `min_area` of its pixels changed against the picture measured
+        before, by the same threshold (None: no picture before it, every blob counts)."""
+        if previous is None or previous.shape != small.shape or not rects:
+            return None
+        _, fresh = cv2.threshold(cv2.absdiff(small, previous), threshold, 255, cv2.THRESH_BINARY)
+        least = self._least()
+        return np.array([cv2.countNonZero(fresh[y:y + h, x:x + w]) >= least for x, y, w, h in rects], bool)

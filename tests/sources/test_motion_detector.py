@@ -58,6 +58,22 @@ def test_a_moving_object_gets_a_box_around_it_in_frame_pixels(scene):
         assert x2 - x1 < 80 and y2 - y1 < 80  # ... and not much more
 
 
+def test_motion_that_stopped_changing_is_not_live_and_live_again_when_it_moves(scene):
+    """A block that moves is live motion; once it stands (and where it stood before it
+    moved off), the change against the background stays until it fades, but nothing in it
+    changes from one measured picture to the next: not live. It moving on is live again."""
+    rng = np.random.default_rng(7)
+    detector = MotionDetector(MotionConfig())
+    run(detector, [picture(scene, rng) for _ in range(10)])
+    moving = [detector(picture(scene, rng, (40 + 12 * i, 70)), (10 + i) / RATE) for i in range(5)]
+    assert all(m.moving and m.live is not None and m.live.any() for m in moving)
+    stands = [detector(picture(scene, rng, (100, 70)), (15 + i) / RATE) for i in range(5)]
+    assert all(m.moving for m in stands[1:])  # the block is not background yet...
+    assert not any(len(m.live_boxes) for m in stands[1:])  # ... but nothing in it changes
+    moves_on = detector(picture(scene, rng, (160, 70)), 20 / RATE)
+    assert len(moves_on.live_boxes) and moves_on.live_boxes[:, 2].max() >= 178  # where it is now
+
+
 def test_a_slow_change_of_light_is_no_motion_and_a_sudden_one_recalibrates(scene):
     rng = np.random.default_rng(4)
     detector = MotionDetector(MotionConfig(contrast=False))
