@@ -58,9 +58,9 @@ class PipelineHost:
         histogram: the run's recent P99 is the hosts' histograms merged (P99s do not add up)."""
         web, metrics = self.pipeline.side.web, self.pipeline.metrics
         recent = recent_latency([c.recent for c in list(metrics.cameras.values())], metrics.clock())
-        return HostStatus.of(self.name, self.node, self.pipeline.snapshot(), metrics.total_latency(),
+        return HostStatus.of(self.name, self.node, self.pipeline.snapshot(), metrics.total_latency(), recent,
                              self.pipeline.cameras(), self.pipeline.outputs_failed,
-                             web.live_view() if web is not None else None, recent)
+                             web.live_view() if web is not None else None)
 
     def stop(self, abort: bool = False) -> HostStatus:
         """Stop every camera, drain (or abort), finalise the outputs; the last status. An

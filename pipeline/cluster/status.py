@@ -28,11 +28,9 @@ class HostStatus:
     live_view: dict | None = None  # its web server's live view (`WebServer.live_view`), where it serves one
 
     @classmethod
-    def of(cls, host: str, node: str, snap: Snapshot, latency: Histogram, open_cameras: list[str],
-           outputs_failed: dict[str, str], live_view: dict | None = None,
-           recent: Histogram | None = None) -> "HostStatus":
+    def of(cls, host: str, node: str, snap: Snapshot, latency: Histogram, recent: Histogram,
+           open_cameras: list[str], outputs_failed: dict[str, str], live_view: dict | None = None) -> "HostStatus":
         """From a host's pipeline snapshot, its latency histogram and its recent one."""
-        recent = recent or Histogram()
         return cls(host, node, snap.cameras, open_cameras, latency.counts.tolist(), latency.total, latency.max,
                    snap.engines, snap.events, outputs_failed, snap.cpu_percent, recent.counts.tolist(),
                    recent.total, recent.max, live_view)

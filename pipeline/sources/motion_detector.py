@@ -199,7 +199,7 @@ class MotionDetector:
               threshold: float) -> np.ndarray | None:
         """Per blob: at least `min_area` of its pixels changed against the picture measured
         before, by the same threshold (None: no picture before it, every blob counts)."""
-        if previous is None or previous.shape != small.shape or not rects:
+        if previous is None or not rects:  # a new size starts afresh (`_reset`)
             return None
         _, fresh = cv2.threshold(cv2.absdiff(small, previous), threshold, 255, cv2.THRESH_BINARY)
         least = self._least()
